@@ -1,0 +1,23 @@
+"""Rewrite the README's config reference from the config dataclasses."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from trainwell.config import reference_markdown
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+PATTERN = re.compile(
+    r"(<!-- config-reference:start -->\n).*?(<!-- config-reference:end -->)", re.DOTALL
+)
+
+
+def rendered(text: str) -> str:
+    """The README text with the reference section regenerated."""
+    return PATTERN.sub(lambda m: m.group(1) + reference_markdown() + m.group(2), text)
+
+
+if __name__ == "__main__":
+    README.write_text(rendered(README.read_text()))
+    print(f"updated {README}")

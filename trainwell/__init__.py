@@ -1,0 +1,18 @@
+"""trainwell: train PyTorch models the way seasoned engineers do.
+
+Example:
+    >>> import trainwell
+    >>> cfg = trainwell.load_config(overrides=["train.epochs=1"])
+    >>> result = trainwell.fit(cfg)  # doctest: +SKIP
+    >>> result.run_dir, result.metrics["test/accuracy"]  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+from trainwell.config import Config, load_config  # noqa: E402
+from trainwell.engine.loop import FitResult, fit  # noqa: E402
+from trainwell.errors import UserError  # noqa: E402
+
+__all__ = ["Config", "FitResult", "UserError", "__version__", "fit", "load_config"]

@@ -1,0 +1,104 @@
+"""The ``trainwell`` command line: a thin layer over the library.
+
+Errors from bad input print one line and exit with code 2; ``--debug`` shows the
+traceback. Interrupted training exits with 128 + the signal number.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+from collections.abc import Sequence
+
+from trainwell.errors import UserError
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="trainwell",
+        description="Train PyTorch models the way seasoned engineers do.",
+    )
+    parser.add_argument("--debug", action="store_true", help="show tracebacks for errors")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    train = sub.add_parser(
+        "train",
+        help="train a model (no arguments: a small CNN on scikit-learn's digits)",
+        description="Train as the config says. KEY=VALUE overrides any config key, e.g. "
+        "optim.lr=1e-3 train.epochs=5. `trainwell train --help-config` lists the keys.",
+    )
+    train.add_argument("--config", metavar="FILE", help="YAML config file")
+    train.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="one forward/backward and one eval batch, then stop; writes nothing",
+    )
+    train.add_argument(
+        "--print-config", action="store_true", help="print the resolved config as YAML and exit"
+    )
+    train.add_argument(
+        "--help-config",
+        action="store_true",
+        help="print the reference of every config key and exit",
+    )
+    train.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
+    train.add_argument("overrides", nargs="*", metavar="KEY=VALUE")
+
+    env = sub.add_parser("env", help="what this machine offers PyTorch, and what is wrong")
+    env.add_argument("--json", action="store_true", help="print JSON instead of a report")
+    env.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``trainwell`` console script; returns the exit code."""
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "train":
+            return _train(args)
+        if args.command == "env":
+            return _env(args)
+        _parser().print_help()
+        return 2
+    except UserError as exc:
+        if args.debug:
+            raise
+        print(f"trainwell: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt as exc:
+        if args.debug:
+            raise
+        signum = signal.SIGTERM if "signal" in str(exc) else signal.SIGINT
+        return 128 + int(signum)
+
+
+def _train(args: argparse.Namespace) -> int:
+    from trainwell import config as config_mod
+
+    if args.help_config:
+        print(config_mod.reference_markdown(), end="")
+        return 0
+    cfg = config_mod.load_config(args.config, args.overrides)
+    if args.print_config:
+        print(config_mod.to_yaml(cfg), end="")
+        return 0
+    from trainwell.engine.loop import fit
+
+    fit(cfg, dry_run=args.dry_run)
+    return 0
+
+
+def _env(args: argparse.Namespace) -> int:
+    from trainwell import env
+
+    info = env.collect()
+    if args.json:
+        sys.stdout.write(env.to_json(info))
+    else:
+        env.render(info)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

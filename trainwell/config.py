@@ -1,0 +1,257 @@
+"""The run's config: one small dataclass per component, composed here, loaded from YAML.
+
+Values come from, in order: the dataclass defaults, a YAML file, then dotted
+``KEY=VALUE`` overrides (values parsed as YAML, then converted to the field's type).
+OmegaConf structured configs do the merging and type conversion; this module turns their
+errors into one line that names the key, the expected type and the value, and suggests
+the closest valid keys for a typo.
+
+Example:
+    >>> cfg = load_config(overrides=["optim.lr=1e-3", "train.epochs=2"])
+    >>> cfg.optim.lr, cfg.train.epochs
+    (0.001, 2)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import typing
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from omegaconf import OmegaConf
+from omegaconf.errors import ConfigKeyError, OmegaConfBaseException, ValidationError
+
+from trainwell._options import check, option
+from trainwell.data import DataConfig
+from trainwell.doctor.config import DoctorConfig
+from trainwell.engine.checkpoint import CheckpointConfig
+from trainwell.engine.distributed import DistConfig
+from trainwell.engine.early_stopping import EarlyStopConfig
+from trainwell.engine.optim import OptimConfig, SchedConfig
+from trainwell.engine.rundir import RunConfig
+from trainwell.engine.train_config import TrainConfig
+from trainwell.errors import UserError
+from trainwell.models import ModelConfig
+
+
+@dataclass
+class Config:
+    """Everything a run needs; each section is owned by the component it configures."""
+
+    run: RunConfig = option(RunConfig(), "run")
+    data: DataConfig = option(DataConfig(), "data")
+    model: ModelConfig = option(ModelConfig(), "model")
+    train: TrainConfig = option(TrainConfig(), "train")
+    optim: OptimConfig = option(OptimConfig(), "optim")
+    sched: SchedConfig = option(SchedConfig(), "sched")
+    early_stop: EarlyStopConfig = option(EarlyStopConfig(), "early_stop")
+    checkpoint: CheckpointConfig = option(CheckpointConfig(), "checkpoint")
+    dist: DistConfig = option(DistConfig(), "dist")
+    doctor: DoctorConfig = option(DoctorConfig(), "doctor")
+
+    def __post_init__(self) -> None:
+        # Cross-section rules that can be checked before any data is loaded; those that
+        # need the data set's length are checked when the run starts.
+        check(
+            self.data.batch_size % self.train.grad_accum_steps == 0,
+            "data.batch_size",
+            f"{self.data.batch_size} does not divide into train.grad_accum_steps="
+            f"{self.train.grad_accum_steps} micro-batches",
+        )
+        if self.train.max_steps:
+            check_warmup(self.sched.warmup_steps, self.train.max_steps)
+
+
+def check_warmup(warmup_steps: int, total_steps: int) -> None:
+    """Warmup must end before training does, or the peak lr is never reached."""
+    check(
+        warmup_steps < total_steps,
+        "sched.warmup_steps",
+        f"{warmup_steps} warmup steps is not shorter than the whole training "
+        f"({total_steps} optimizer steps); lower sched.warmup_steps",
+    )
+
+
+def _sections() -> dict[str, type]:
+    hints = typing.get_type_hints(Config)
+    return {f.name: hints[f.name] for f in dataclasses.fields(Config)}
+
+
+def all_keys() -> list[str]:
+    """Every dotted key, e.g. ``optim.lr``."""
+    return [f"{s}.{f.name}" for s, cls in _sections().items() for f in dataclasses.fields(cls)]
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> Config:
+    """Load a config from a YAML file and ``KEY=VALUE`` overrides, strictly validated.
+
+    Raises :class:`UserError` (one line) for an unreadable file, YAML that is not a
+    mapping or uses Python tags, an unknown key (with the closest valid ones), a value of
+    the wrong type, or a rule the values break.
+
+    Example:
+        >>> load_config(overrides=["optim.learning_rate=0.1"])
+        Traceback (most recent call last):
+        ...
+        trainwell.errors.UserError: unknown config key 'optim.learning_rate'; did you mean optim.lr?
+    """
+    layers = [OmegaConf.structured(Config)]
+    if path is not None:
+        layers.append(OmegaConf.create(_read_yaml(Path(path))))
+    for item in overrides or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise UserError(f"override {item!r} is not KEY=VALUE (e.g. optim.lr=1e-3)")
+        _check_key(key.strip())
+        layers.append(OmegaConf.from_dotlist([f"{key.strip()}={value}"]))
+    try:
+        merged = OmegaConf.merge(*layers)
+        return typing.cast(Config, OmegaConf.to_object(merged))
+    except ConfigKeyError as exc:
+        raise UserError(_unknown_key_message(str(exc.full_key))) from None
+    except ValidationError as exc:
+        raise UserError(_type_message(exc)) from None
+    except OmegaConfBaseException as exc:
+        raise UserError(f"config: {str(exc).splitlines()[0]}") from None
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise UserError(f"config file {path} does not exist") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"config file {path} cannot be read: {exc}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.constructor.ConstructorError as exc:
+        # safe_load refuses !!python/... tags: they could construct arbitrary objects.
+        raise UserError(
+            f"config file {path} uses a tag that safe YAML refuses ({exc.problem}); write "
+            "plain values"
+        ) from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark else ""
+        raise UserError(f"config file {path} is not valid YAML{where}: {exc}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise UserError(
+            f"config file {path} must hold a mapping of sections (run:, data:, ...); "
+            f"it holds a {type(data).__name__}"
+        )
+    _check_mapping(data, prefix="")
+    return data
+
+
+def _check_mapping(data: dict[str, Any], prefix: str) -> None:
+    # Catch unknown keys with our message before OmegaConf raises its own.
+    sections = _sections()
+    for key, value in data.items():
+        dotted = f"{prefix}{key}"
+        if not prefix:
+            if key not in sections:
+                raise UserError(_unknown_key_message(str(key)))
+            if not isinstance(value, dict):
+                if value is None:
+                    continue
+                raise UserError(
+                    f"config section {key!r} must be a mapping; got {type(value).__name__} "
+                    f"{value!r}"
+                )
+            _check_mapping(value, prefix=f"{key}.")
+        else:
+            _check_key(dotted)
+
+
+def _check_key(dotted: str) -> None:
+    section, _, rest = dotted.partition(".")
+    sections = _sections()
+    if section not in sections:
+        raise UserError(_unknown_key_message(dotted))
+    field_name = rest.split(".")[0]
+    fields = {f.name: f for f in dataclasses.fields(sections[section])}
+    if not rest:
+        raise UserError(f"config key {dotted!r} names a section; set one of its keys")
+    if field_name not in fields:
+        raise UserError(_unknown_key_message(dotted))
+    # Only dict-typed fields (kwargs) take keys below them.
+    if "." in rest and not _is_dict_field(sections[section], field_name):
+        raise UserError(_unknown_key_message(dotted))
+
+
+def _is_dict_field(cls: type, name: str) -> bool:
+    hint = typing.get_type_hints(cls)[name]
+    return typing.get_origin(hint) is dict
+
+
+def _unknown_key_message(key: str) -> str:
+    close = difflib.get_close_matches(key, all_keys(), n=3, cutoff=0.6)
+    if not close:
+        section = key.split(".")[0]
+        close = difflib.get_close_matches(section, list(_sections()), n=3, cutoff=0.5)
+    hint = f"; did you mean {' or '.join(close)}?" if close else "; see the config reference"
+    return f"unknown config key {key!r}{hint}"
+
+
+def _type_message(exc: ValidationError) -> str:
+    key = str(getattr(exc, "full_key", "") or "config")
+    section, _, name = key.partition(".")
+    expected = "a valid value"
+    cls = _sections().get(section)
+    if cls is not None and name in {f.name for f in dataclasses.fields(cls)}:
+        expected = _type_name(typing.get_type_hints(cls)[name])
+    first = str(exc).splitlines()[0]
+    value = first.split("'")[1] if first.count("'") >= 2 else first
+    return f"{key}: expected {expected}, got {value!r}"
+
+
+def _type_name(hint: Any) -> str:
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    if typing.get_origin(hint) in (typing.Union, getattr(__import__("types"), "UnionType", ())):
+        return " or ".join(_type_name(a) for a in args) + " or null"
+    origin = typing.get_origin(hint)
+    if origin is list:
+        return f"a list of {_type_name(args[0])}"
+    if origin is dict:
+        return "a mapping"
+    return {int: "an int", float: "a number", bool: "true or false", str: "a string"}.get(
+        hint, getattr(hint, "__name__", str(hint))
+    )
+
+
+def to_yaml(cfg: Config) -> str:
+    """The resolved config as YAML that :func:`load_config` reads back to an equal config."""
+    return OmegaConf.to_yaml(OmegaConf.structured(cfg))
+
+
+def to_dict(cfg: Config) -> dict[str, Any]:
+    """The config as plain containers (for checkpoints and JSON)."""
+    return typing.cast(dict, OmegaConf.to_container(OmegaConf.structured(cfg)))
+
+
+def reference_markdown() -> str:
+    """The config reference as Markdown, generated from the dataclasses (so it cannot drift)."""
+    lines = ["| key | type | default | meaning |", "| --- | --- | --- | --- |"]
+    for section, cls in _sections().items():
+        hints = typing.get_type_hints(cls)
+        for f in dataclasses.fields(cls):
+            default = (
+                f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+            )
+            shown = (
+                "null"
+                if default is None
+                else yaml.safe_dump(default, default_flow_style=True).strip()
+            )
+            shown = shown.removesuffix("\n...").removesuffix("...").strip()
+            lines.append(
+                f"| `{section}.{f.name}` | {_type_name(hints[f.name])} | `{shown}` | "
+                f"{f.metadata.get('help', '')} |"
+            )
+    return "\n".join(lines) + "\n"

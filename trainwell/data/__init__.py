@@ -1,0 +1,211 @@
+"""Data sets and loaders: the built-in data sets, user data by import path, and the config.
+
+``data.name`` is a built-in name (``digits``, ``fashion_mnist``, ``synthetic``) or an import
+path ``package.module:attr`` to a callable (a ``Dataset`` class or a function) that
+returns either one ``Dataset`` (a validation split of ``data.val_fraction`` is carved out
+of it, with a fixed seed) or ``(train, val)`` / ``(train, val, test)`` or a dict with
+those keys. Samples are ``(input, target)`` pairs.
+
+Example:
+    >>> splits = build_data(DataConfig(name="synthetic", kwargs={"num_samples": 64}))
+    >>> len(splits.train), splits.num_classes
+    (58, 10)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch.utils.data import Dataset, Subset, TensorDataset
+
+from trainwell._options import check, option
+from trainwell.errors import UserError
+from trainwell.imports import call_with, is_import_path, resolve
+
+BUILTIN_DATA = ("digits", "fashion_mnist", "synthetic")
+
+
+@dataclass
+class DataConfig:
+    """What to train on and how to load it."""
+
+    name: str = option(
+        "digits",
+        "built-in data set (digits, fashion_mnist, synthetic) or import path "
+        "'package.module:attr' of a callable returning Dataset(s)",
+    )
+    batch_size: int = option(
+        64, "global batch per optimizer step, split over processes and accumulation micro-steps"
+    )
+    eval_batch_size: int = option(256, "batch size per process for evaluation")
+    num_workers: int = option(0, "DataLoader worker processes (0 loads in the main process)")
+    pin_memory: bool = option(True, "pin host memory for faster copies (used only with CUDA)")
+    root: str = option("data/fashion_mnist", "folder of files for data sets read from disk")
+    val_fraction: float = option(
+        0.1, "share of the training data held out for validation when a data set has no val split"
+    )
+    num_classes: int | None = option(
+        None, "number of classes, when a user data set does not say (built-ins know it)"
+    )
+    kwargs: dict[str, Any] = option({}, "keyword arguments for the data set's callable")
+
+    def __post_init__(self) -> None:
+        check(self.batch_size > 0, "data.batch_size", f"must be positive; got {self.batch_size}")
+        check(
+            self.eval_batch_size > 0,
+            "data.eval_batch_size",
+            f"must be positive; got {self.eval_batch_size}",
+        )
+        check(self.num_workers >= 0, "data.num_workers", f"must be >= 0; got {self.num_workers}")
+        check(
+            0.0 < self.val_fraction < 1.0,
+            "data.val_fraction",
+            f"must be between 0 and 1; got {self.val_fraction}",
+        )
+        check(
+            self.num_classes is None or self.num_classes > 0,
+            "data.num_classes",
+            f"must be positive; got {self.num_classes}",
+        )
+        check(
+            self.name in BUILTIN_DATA or is_import_path(self.name),
+            "data.name",
+            f"unknown data set {self.name!r}; built-in: {', '.join(BUILTIN_DATA)}, "
+            "or an import path 'package.module:attr'",
+        )
+
+
+@dataclass
+class DataSplits:
+    """The data sets of a run and what the model needs to know about them."""
+
+    train: Dataset
+    val: Dataset | None
+    test: Dataset | None
+    num_classes: int | None
+    input_shape: tuple[int, ...]
+
+
+def build_data(cfg: DataConfig) -> DataSplits:
+    """Build the configured data set's splits and check that they are usable."""
+    if cfg.name == "digits":
+        from trainwell.data.digits import load_digits_splits
+
+        train, val, test = load_digits_splits()
+        num_classes: int | None = 10
+    elif cfg.name == "fashion_mnist":
+        from trainwell.data.idx import load_fashion_mnist
+
+        train, val, test = load_fashion_mnist(cfg.root, val_fraction=cfg.val_fraction)
+        num_classes = 10
+    elif cfg.name == "synthetic":
+        from trainwell.data.synthetic import make_synthetic
+
+        kwargs = dict(cfg.kwargs)
+        dataset = call_with(make_synthetic, kwargs, {}, "data.kwargs")
+        num_classes = dataset.num_classes
+        train, val = split_off(dataset, cfg.val_fraction)
+        test = None
+    else:
+        train, val, test = _user_splits(cfg)
+        num_classes = None
+    num_classes = cfg.num_classes or num_classes
+    for split, ds in (("train", train), ("val", val), ("test", test)):
+        if ds is not None and len(ds) == 0:  # type: ignore[arg-type]
+            raise UserError(f"data.name: the {split} split of {cfg.name!r} is empty")
+    sample = train[0]
+    if not isinstance(sample, (tuple, list)) or len(sample) < 2:
+        raise UserError(
+            f"data.name: samples of {cfg.name!r} must be (input, target) pairs; "
+            f"got {type(sample).__name__}"
+        )
+    input_shape = tuple(torch.as_tensor(sample[0]).shape)
+    if num_classes is not None:
+        for split, ds in (("train", train), ("val", val), ("test", test)):
+            check_labels(ds, num_classes, split)
+    return DataSplits(train, val, test, num_classes, input_shape)
+
+
+def _user_splits(cfg: DataConfig) -> tuple[Dataset, Dataset | None, Dataset | None]:
+    factory = resolve(cfg.name, "data.name")
+    out = call_with(factory, dict(cfg.kwargs), {}, "data.kwargs")
+    if isinstance(out, Mapping):
+        unknown = set(out) - {"train", "val", "test"}
+        if "train" not in out or unknown:
+            raise UserError(
+                f"data.name: {cfg.name!r} returned a dict with keys {sorted(out)}; "
+                "expected 'train' and optionally 'val', 'test'"
+            )
+        return out["train"], out.get("val"), out.get("test")
+    if isinstance(out, (tuple, list)) and not _looks_like_sample(out):
+        if len(out) not in (2, 3):
+            raise UserError(
+                f"data.name: {cfg.name!r} returned {len(out)} data sets; expected "
+                "(train, val) or (train, val, test)"
+            )
+        return out[0], out[1], out[2] if len(out) == 3 else None
+    if not hasattr(out, "__getitem__") or not hasattr(out, "__len__"):
+        raise UserError(
+            f"data.name: {cfg.name!r} returned {type(out).__name__}, not a Dataset with "
+            "__getitem__ and __len__ (an IterableDataset is not supported yet)"
+        )
+    train, val = split_off(out, cfg.val_fraction)
+    return train, val, None
+
+
+def _looks_like_sample(out: Sequence[Any]) -> bool:
+    # A (train, val) pair holds data sets, which have a length; a sample holds tensors.
+    return not all(hasattr(x, "__len__") and hasattr(x, "__getitem__") for x in out) or any(
+        isinstance(x, torch.Tensor) for x in out
+    )
+
+
+def split_off(dataset: Dataset, val_fraction: float, seed: int = 0) -> tuple[Subset, Subset]:
+    """Split ``dataset`` into train and validation subsets with a fixed seed.
+
+    The split does not depend on ``run.seed``, so runs with different seeds are compared
+    on the same validation data.
+    """
+    n = len(dataset)  # type: ignore[arg-type]
+    n_val = max(1, math.floor(n * val_fraction)) if n > 1 else 0
+    order = torch.randperm(n, generator=torch.Generator().manual_seed(seed)).tolist()
+    return Subset(dataset, order[n_val:]), Subset(dataset, order[:n_val])
+
+
+def targets_of(dataset: Dataset | None) -> torch.Tensor | None:
+    """All targets of a data set when they can be read without loading the inputs."""
+    if isinstance(dataset, Subset):
+        inner = targets_of(dataset.dataset)
+        return None if inner is None else inner[torch.as_tensor(dataset.indices)]
+    if isinstance(dataset, TensorDataset) and len(dataset.tensors) >= 2:
+        return dataset.tensors[1]
+    targets = getattr(dataset, "targets", None)
+    if targets is None:
+        return None
+    try:
+        return torch.as_tensor(targets)
+    except (TypeError, ValueError):
+        return None
+
+
+def check_labels(dataset: Dataset | None, num_classes: int, split: str) -> None:
+    """Refuse class targets outside ``[0, num_classes)`` before any training starts.
+
+    Out-of-range targets give a cryptic device-side assert on CUDA and a bare IndexError
+    on the CPU, mid-run; here they get one line naming the split and the values.
+    """
+    targets = targets_of(dataset)
+    if targets is None or targets.is_floating_point() or targets.numel() == 0:
+        return
+    lo, hi = int(targets.min()), int(targets.max())
+    if lo < 0 or hi >= num_classes:
+        bad = targets[(targets < 0) | (targets >= num_classes)]
+        raise UserError(
+            f"labels out of range: the {split} split has {bad.numel()} targets outside "
+            f"[0, {num_classes}) (min {lo}, max {hi}); fix the labels or set the number of "
+            "classes (data.num_classes or the model's num_classes)"
+        )

@@ -1,0 +1,138 @@
+"""Checkpoints: a dict of state, written atomically and durably, loaded without pickled code.
+
+A checkpoint holds only tensors and plain containers, so it loads with
+``torch.load(path, weights_only=True)``: nothing in it can run code.
+
+Writes go to a temporary file in the same folder, are flushed and fsync'ed, then renamed
+onto the final name with ``os.replace`` (atomic on POSIX), and the folder is fsync'ed so
+the rename itself survives a power cut. A crash at any instant leaves either the old
+file or the new one, never half of one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pickle
+import re
+import tempfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from trainwell._options import check, option
+from trainwell.errors import UserError
+
+STEP_FILE = re.compile(r"^step-(\d+)\.pt$")
+
+
+@dataclass
+class CheckpointConfig:
+    """When to write checkpoints, and how many to keep."""
+
+    every_steps: int = option(0, "also write step-N.pt every this many optimizer steps (0: off)")
+    keep_last: int = option(3, "how many step-N.pt to keep (last.pt and best.pt are always kept)")
+
+    def __post_init__(self) -> None:
+        check(
+            self.every_steps >= 0, "checkpoint.every_steps", f"must be >= 0; got {self.every_steps}"
+        )
+        check(self.keep_last >= 1, "checkpoint.keep_last", f"must be >= 1; got {self.keep_last}")
+
+
+def save_atomic(state: dict[str, Any], path: str | Path) -> None:
+    """Write ``state`` to ``path`` so that a crash never leaves a partial file there.
+
+    An error while writing (a full disk, no permission) removes the temporary file,
+    leaves any previous ``path`` untouched, and raises an ``OSError`` naming the path.
+
+    Example:
+        >>> import tempfile
+        >>> p = Path(tempfile.mkdtemp()) / "last.pt"
+        >>> save_atomic({"step": torch.tensor(3)}, p)
+        >>> int(load_checkpoint(p)["step"])
+        3
+    """
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        # mkstemp creates the file private (0600); give it the mode any new file gets.
+        os.chmod(tmp, 0o666 & ~_umask())
+        with os.fdopen(fd, "wb") as f:
+            torch.save(state, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        if isinstance(exc, OSError):
+            raise OSError(exc.errno, f"could not write checkpoint {path}: {exc.strerror}") from exc
+        raise
+    _fsync_dir(path.parent)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _fsync_dir(folder: Path) -> None:
+    # Makes the rename durable; not every platform lets a folder be opened (Windows).
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def load_checkpoint(path: str | Path) -> dict[str, Any]:
+    """Load a checkpoint with ``weights_only=True``, turning every failure into one line.
+
+    Raises :class:`UserError` naming the file for a missing, empty, truncated or garbage
+    file, and for a file that carries pickled code (which is refused, never executed).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"checkpoint {path} does not exist")
+    size = path.stat().st_size
+    if size == 0:
+        raise UserError(f"checkpoint {path} is empty (0 bytes): it was never fully written")
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as exc:
+        if "weights_only" in str(exc) or "Unsupported global" in str(exc):
+            raise UserError(
+                f"checkpoint {path} holds pickled Python objects, not only tensors; refusing "
+                "to load it (it could run code). Re-save it as tensors and plain containers"
+            ) from None
+        raise UserError(f"checkpoint {path} is corrupt ({_first_line(exc)})") from None
+    except (RuntimeError, EOFError, zipfile.BadZipFile, ValueError, OSError) as exc:
+        raise UserError(
+            f"checkpoint {path} is truncated or not a checkpoint ({size} bytes; {_first_line(exc)})"
+        ) from None
+    if not isinstance(state, dict) or "model" not in state:
+        raise UserError(f"checkpoint {path} is not a trainwell checkpoint (no 'model' state)")
+    return state
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+def rotate(folder: Path, keep_last: int) -> None:
+    """Delete the oldest ``step-N.pt`` beyond ``keep_last``; never touches last/best."""
+    steps = sorted((int(m.group(1)), p) for p in folder.iterdir() if (m := STEP_FILE.match(p.name)))
+    for _, p in steps[: max(0, len(steps) - keep_last)]:
+        with contextlib.suppress(FileNotFoundError):
+            p.unlink()

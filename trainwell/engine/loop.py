@@ -1,0 +1,751 @@
+"""The training loop: set up, then one explicit loop read top to bottom.
+
+``fit`` builds the collaborators (placement, data, model, optimizer, schedule,
+precision, run directory) and then runs::
+
+    for epoch:
+        for optimizer step:
+            zero grads -> [micro-batch: forward under autocast -> loss / accum -> backward]
+            -> unscale -> clip -> optimizer step -> scheduler step -> log every N steps
+        evaluate -> best checkpoint -> last checkpoint -> early stopping
+    test with the best checkpoint -> summary
+
+Metrics stay on the device between log points: ``.item()`` forces a CPU-GPU sync, so it
+runs every ``train.log_every`` steps, not every step.
+"""
+
+from __future__ import annotations
+
+import random
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from rich.console import Console
+from torch import nn
+from torch.utils.data import DataLoader, Dataset, DistributedSampler
+
+import trainwell
+from trainwell import config as config_mod
+from trainwell.config import Config, load_config
+from trainwell.data import DataSplits, build_data, check_labels, targets_of
+from trainwell.engine import checkpoint as ckpt
+from trainwell.engine.distributed import Placement, setup
+from trainwell.engine.early_stopping import EarlyStopping, resolve_monitor
+from trainwell.engine.optim import build_optimizer, build_scheduler
+from trainwell.engine.precision import Precision, resolve_precision
+from trainwell.engine.rundir import RunDir, new_run_path
+from trainwell.engine.seeding import epoch_seed, seed_everything, seed_worker, set_deterministic
+from trainwell.errors import UserError
+from trainwell.imports import is_import_path, resolve
+from trainwell.models import build_model
+
+
+@dataclass
+class FitResult:
+    """What :func:`fit` returns.
+
+    Attributes:
+        run_dir: the run directory (``None`` for a dry run).
+        metrics: final metrics as floats, e.g. ``{"val/accuracy": 0.99, "test/loss": 0.04}``.
+        summary: the content of ``summary.json``.
+        model: the trained model, holding the best checkpoint's weights when there was one.
+    """
+
+    run_dir: Path | None
+    metrics: dict[str, float]
+    summary: dict[str, Any] = field(default_factory=dict)
+    model: nn.Module | None = None
+
+
+def fit(
+    config: Config | str | Path | None = None,
+    *,
+    model: nn.Module | None = None,
+    train_data: Dataset | None = None,
+    val_data: Dataset | None = None,
+    test_data: Dataset | None = None,
+    loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
+    dry_run: bool = False,
+    console: Console | None = None,
+) -> FitResult:
+    """Train a model as the config says; objects passed in replace the config's choices.
+
+    Args:
+        config: a :class:`~trainwell.config.Config`, a YAML path, or ``None`` for defaults.
+        model: an ``nn.Module`` to train instead of ``model.name``.
+        train_data, val_data, test_data: ``Dataset`` objects of ``(input, target)``
+            samples instead of ``data.name``; without ``val_data`` there is no validation.
+        loss_fn: ``loss_fn(outputs, targets) -> scalar`` instead of ``train.loss``.
+        dry_run: one forward/backward on a real batch and one eval batch, then stop;
+            prints shapes and parameter counts and writes nothing.
+        console: where progress goes (default: standard output).
+
+    Returns:
+        A :class:`FitResult` with the run directory and the final metrics.
+
+    Example:
+        >>> import torch, trainwell
+        >>> from torch.utils.data import TensorDataset
+        >>> x, y = torch.randn(256, 4), torch.randint(0, 3, (256,))
+        >>> cfg = trainwell.load_config(overrides=["train.epochs=2", "data.batch_size=32"])
+        >>> result = trainwell.fit(cfg, model=torch.nn.Linear(4, 3),
+        ...                        train_data=TensorDataset(x, y), val_data=TensorDataset(x, y))
+        ... # doctest: +SKIP
+        >>> result.metrics["val/accuracy"]  # doctest: +SKIP
+    """
+    cfg = config if isinstance(config, Config) else load_config(config)
+    console = console or Console()
+    place = setup(cfg.run.device)
+    set_deterministic(cfg.run.deterministic)
+    seed_everything(cfg.run.seed)
+
+    # ---- data, model, loss -------------------------------------------------------------
+    splits = _splits(cfg, train_data, val_data, test_data)
+    # Seeded just before the model is built, so its initial weights depend only on the seed.
+    seed_everything(cfg.run.seed)
+    if model is None:
+        model = build_model(cfg.model, splits.num_classes, splits.input_shape)
+    model = model.to(place.device)
+    loss_fn = loss_fn or build_loss(cfg)
+    task = _preflight(model, loss_fn, splits, place.device)
+
+    micro_batch = _micro_batch(cfg, place)
+    train_loader, sampler, generator = _train_loader(cfg, splits.train, micro_batch, place)
+    steps_per_epoch = len(train_loader) // cfg.train.grad_accum_steps
+    if steps_per_epoch == 0:
+        raise UserError(
+            f"data.batch_size: {cfg.data.batch_size} is larger than the training data "
+            f"({len(splits.train)} samples); incomplete batches are dropped, so no step would run"
+        )
+    total_steps = cfg.train.epochs * steps_per_epoch
+    if cfg.train.max_steps:
+        total_steps = min(total_steps, cfg.train.max_steps)
+    config_mod.check_warmup(cfg.sched.warmup_steps, total_steps)
+    val_loader = _eval_loader(cfg, splits.val, place)
+    test_loader = _eval_loader(cfg, splits.test, place)
+
+    optimizer = build_optimizer(cfg.optim, model)
+    scheduler = build_scheduler(cfg.sched, optimizer, total_steps)
+    precision = Precision.build(resolve_precision(cfg.train.precision, place.device), place.device)
+    monitor, mode = resolve_monitor(cfg.early_stop, splits.val is not None, task.classification)
+    stopper = EarlyStopping(monitor, mode, cfg.early_stop.patience, cfg.early_stop.min_delta)
+    # Only targets the data set could not show up front are checked batch by batch.
+    check_batches = task.num_classes is not None and targets_of(splits.train) is None
+
+    if dry_run:
+        _dry_run(
+            console,
+            model,
+            loss_fn,
+            precision,
+            train_loader,
+            val_loader,
+            place,
+            cfg,
+            micro_batch,
+            steps_per_epoch,
+            total_steps,
+        )
+        return FitResult(run_dir=None, metrics={}, model=model)
+
+    # ---- run directory -----------------------------------------------------------------
+    run = RunDir.create(new_run_path(cfg.run, f"{_short(cfg.data.name)}-{_short(cfg.model.name)}"))
+    run.write_text("config.yaml", config_mod.to_yaml(cfg))
+    from trainwell import env
+
+    run.write_text("env.json", env.to_json(env.collect()))
+    started = time.time()
+    summary: dict[str, Any] = {
+        "status": "running",
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "device": str(place.device),
+        "world_size": place.world_size,
+        "precision": precision.name,
+        "monitor": monitor,
+        "batch": {
+            "global": cfg.data.batch_size,
+            "micro": micro_batch,
+            "grad_accum_steps": cfg.train.grad_accum_steps,
+        },
+        "steps_per_epoch": steps_per_epoch,
+        "total_steps": total_steps,
+    }
+    run.write_summary(summary)
+    console.print(
+        f"[bold]trainwell[/] run [cyan]{run.path}[/]: {cfg.train.epochs} epochs x "
+        f"{steps_per_epoch} steps, batch {cfg.data.batch_size} "
+        f"({micro_batch} x {cfg.train.grad_accum_steps} accum x {place.world_size} proc), "
+        f"{precision.name} on {place.device}",
+        highlight=False,
+    )
+
+    # ---- the loop ----------------------------------------------------------------------
+    ts = TrainState(cfg, model, optimizer, scheduler, precision, stopper)
+    metrics: dict[str, float] = {}
+    train_time, samples_seen = 0.0, 0
+    progress = _Progress(console, total_steps)
+    stop_reason = "epochs"
+    accum = cfg.train.grad_accum_steps
+    try:
+        with _interrupt_as_keyboard():
+            for epoch in range(cfg.train.epochs):
+                ts.epoch, ts.epoch_start_step = epoch, ts.step
+                # The data order of an epoch is a function of (seed, epoch) alone.
+                sampler.set_epoch(epoch)
+                generator.manual_seed(epoch_seed(cfg.run.seed, epoch))
+                model.train()
+                batches = iter(train_loader)
+                # Running sums stay on the device; read at log points only.
+                epoch_loss = torch.zeros((), device=place.device)
+                window_loss = torch.zeros((), device=place.device)
+                t0 = time.perf_counter()
+                for _ in range(steps_per_epoch):
+                    optimizer.zero_grad(set_to_none=True)
+                    for _micro in range(accum):
+                        inputs, targets = next(batches)[:2]
+                        if check_batches and epoch == 0:
+                            _check_batch_targets(targets, task.num_classes)
+                        inputs = inputs.to(place.device, non_blocking=True)
+                        targets = targets.to(place.device, non_blocking=True)
+                        with precision.autocast():
+                            loss = loss_fn(model(inputs), targets)
+                        # Mean over the global batch: each micro-batch contributes 1/accum.
+                        scaled = loss / accum
+                        if precision.scaler is not None:
+                            precision.scaler.scale(scaled).backward()
+                        else:
+                            scaled.backward()
+                        window_loss += scaled.detach()
+                    if precision.scaler is not None:
+                        # Unscale first so that clipping sees the true gradient norm.
+                        precision.scaler.unscale_(optimizer)
+                    if cfg.train.grad_clip > 0:
+                        nn.utils.clip_grad_norm_(model.parameters(), cfg.train.grad_clip)
+                    if precision.scaler is not None:
+                        precision.scaler.step(optimizer)
+                        precision.scaler.update()
+                    else:
+                        optimizer.step()
+                    scheduler.step()
+                    ts.step += 1
+                    samples_seen += cfg.data.batch_size
+
+                    if ts.step % cfg.train.log_every == 0 or ts.step == total_steps:
+                        epoch_loss += window_loss
+                        steps_in_window = (ts.step - 1) % cfg.train.log_every + 1
+                        mean_loss = window_loss.item() / steps_in_window  # the window's one sync
+                        window_loss.zero_()
+                        lr = optimizer.param_groups[0]["lr"]
+                        run.log(ts.step, epoch, "train", "loss", mean_loss)
+                        run.log(ts.step, epoch, "train", "lr", lr)
+                        elapsed = train_time + time.perf_counter() - t0
+                        progress.update(ts.step, epoch, mean_loss, lr, samples_seen / elapsed)
+                    if cfg.checkpoint.every_steps and ts.step % cfg.checkpoint.every_steps == 0:
+                        _save(run, f"step-{ts.step}.pt", ts.state_dict())
+                        ckpt.rotate(run.checkpoints, cfg.checkpoint.keep_last)
+                    if ts.step >= total_steps:
+                        break
+                epoch_loss += window_loss
+                train_time += time.perf_counter() - t0
+
+                # ---- end of epoch: evaluate, checkpoint, maybe stop ----
+                steps_this_epoch = (ts.step - 1) % steps_per_epoch + 1
+                fresh = {"train/loss": epoch_loss.item() / steps_this_epoch}
+                finished = ts.step >= total_steps or epoch == cfg.train.epochs - 1
+                if val_loader is not None and ((epoch + 1) % cfg.train.eval_every == 0 or finished):
+                    for name, value in evaluate(
+                        model, val_loader, loss_fn, precision, place.device
+                    ).items():
+                        fresh[f"val/{name}"] = value
+                        run.log(ts.step, epoch, "val", name, value)
+                metrics.update(fresh)
+                run.flush()
+                # Only a metric computed this epoch counts towards the best and patience.
+                improved = monitor in fresh and stopper.update(fresh[monitor])
+                if improved:
+                    ts.best = {
+                        "metric": monitor,
+                        "value": fresh[monitor],
+                        "step": ts.step,
+                        "epoch": epoch,
+                    }
+                state = ts.state_dict()
+                if improved:
+                    _save(run, "best.pt", state)
+                _save(run, "last.pt", state)
+                progress.epoch_line(epoch, cfg.train.epochs, ts.step, metrics)
+                if stopper.should_stop:
+                    stop_reason = (
+                        f"early stop: {monitor} did not improve in {stopper.patience} evaluations"
+                    )
+                    break
+                if ts.step >= total_steps:
+                    stop_reason = "max_steps" if cfg.train.max_steps else "epochs"
+                    break
+    except KeyboardInterrupt:
+        progress.close()
+        _save(run, "last.pt", ts.state_dict())
+        _finish(run, summary, "interrupted", metrics, ts, started, train_time, samples_seen)
+        console.print(f"[yellow]interrupted[/] at step {ts.step}; state saved in {run.checkpoints}")
+        raise
+    except BaseException as exc:
+        progress.close()
+        summary["error"] = f"{type(exc).__name__}: {exc}"
+        _finish(run, summary, "failed", metrics, ts, started, train_time, samples_seen)
+        raise
+    progress.close()
+
+    # ---- test with the best weights ----------------------------------------------------
+    if test_loader is not None:
+        best_path = run.checkpoints / "best.pt"
+        if best_path.exists():
+            model.load_state_dict(ckpt.load_checkpoint(best_path)["model"])
+        for name, value in evaluate(model, test_loader, loss_fn, precision, place.device).items():
+            metrics[f"test/{name}"] = value
+            run.log(ts.step, ts.epoch, "test", name, value)
+    summary["stop_reason"] = stop_reason
+    _finish(run, summary, "completed", metrics, ts, started, train_time, samples_seen)
+    shown = ", ".join(f"{k} {v:.4f}" for k, v in metrics.items())
+    console.print(f"[green]done[/] in {summary['wall_time_s']:.1f}s: {shown}", highlight=False)
+    console.print(f"run directory: {run.path}", highlight=False)
+    return FitResult(run_dir=run.path, metrics=dict(metrics), summary=summary, model=model)
+
+
+# ---- evaluation --------------------------------------------------------------------------
+
+
+@torch.inference_mode()
+def evaluate(
+    model: nn.Module,
+    loader: DataLoader,
+    loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+    precision: Precision,
+    device: torch.device,
+) -> dict[str, float]:
+    """Mean loss (and accuracy, for class targets) over ``loader``, in eval mode.
+
+    Sums stay on the device and are read once at the end. The model's train/eval mode
+    is restored afterwards.
+
+    Example:
+        >>> from torch.utils.data import TensorDataset
+        >>> loader = DataLoader(TensorDataset(torch.zeros(4, 2), torch.tensor([0, 1, 1, 1])))
+        >>> p = Precision.build("fp32", torch.device("cpu"))
+        >>> net = nn.Linear(2, 2)
+        >>> sorted(evaluate(net, loader, nn.CrossEntropyLoss(), p, torch.device("cpu")))
+        ['accuracy', 'loss']
+    """
+    was_training = model.training
+    model.eval()
+    loss_sum = torch.zeros((), device=device, dtype=torch.float64)
+    correct = torch.zeros((), device=device, dtype=torch.int64)
+    count = 0
+    classification = False
+    for batch in loader:
+        inputs = batch[0].to(device, non_blocking=True)
+        targets = batch[1].to(device, non_blocking=True)
+        with precision.autocast():
+            outputs = model(inputs)
+            loss = loss_fn(outputs, targets)
+        n = targets.shape[0]
+        loss_sum += loss.double() * n
+        if _is_classification(outputs, targets):
+            classification = True
+            correct += (outputs.argmax(dim=1) == targets).sum()
+        count += n
+    model.train(was_training)
+    result = {"loss": loss_sum.item() / max(count, 1)}
+    if classification:
+        result["accuracy"] = correct.item() / max(count, 1)
+    return result
+
+
+def _is_classification(outputs: torch.Tensor, targets: torch.Tensor) -> bool:
+    return (
+        outputs.ndim == 2
+        and targets.ndim == 1
+        and not targets.is_floating_point()
+        and not targets.is_complex()
+    )
+
+
+# ---- set-up helpers ----------------------------------------------------------------------
+
+
+LOSSES: dict[str, Callable[[Config], nn.Module]] = {
+    "cross_entropy": lambda cfg: nn.CrossEntropyLoss(label_smoothing=cfg.train.label_smoothing),
+    "mse": lambda cfg: nn.MSELoss(),
+}
+
+
+def build_loss(cfg: Config) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+    """The configured loss: a built-in name, or an import path to a class or function."""
+    name = cfg.train.loss
+    if name in LOSSES:
+        return LOSSES[name](cfg)
+    if not is_import_path(name):
+        raise UserError(
+            f"train.loss: unknown loss {name!r}; built-in: {', '.join(LOSSES)}, "
+            "or an import path 'package.module:attr'"
+        )
+    obj = resolve(name, "train.loss")
+    # A class (nn.Module subclass) is instantiated; a function is used as is.
+    return obj() if isinstance(obj, type) else obj
+
+
+def _splits(
+    cfg: Config, train: Dataset | None, val: Dataset | None, test: Dataset | None
+) -> DataSplits:
+    if train is None:
+        if val is not None or test is not None:
+            raise UserError("fit: val_data or test_data given without train_data")
+        return build_data(cfg.data)
+    if len(train) == 0:  # type: ignore[arg-type]
+        raise UserError("fit: train_data is empty")
+    sample = train[0]
+    targets = targets_of(train)
+    num_classes = cfg.data.num_classes
+    if num_classes is None and targets is not None and not targets.is_floating_point():
+        num_classes = int(targets.max()) + 1
+    return DataSplits(train, val, test, num_classes, tuple(torch.as_tensor(sample[0]).shape))
+
+
+@dataclass
+class _Task:
+    classification: bool
+    num_classes: int | None
+
+
+def _preflight(
+    model: nn.Module, loss_fn: Callable, splits: DataSplits, device: torch.device
+) -> _Task:
+    """One forward pass on two training samples, in eval mode and without grad.
+
+    Learns the number of classes from the model's output, so that labels outside it are
+    refused before training instead of failing mid-run. Touches no RNG.
+    """
+    from torch.utils.data import default_collate
+
+    n = min(2, len(splits.train))  # type: ignore[arg-type]
+    inputs, targets = default_collate([splits.train[i][:2] for i in range(n)])
+    was_training = model.training
+    model.eval()
+    with torch.inference_mode():
+        outputs = model(inputs.to(device))
+    model.train(was_training)
+    classification = _is_classification(outputs, targets)
+    if not classification:
+        return _Task(False, None)
+    num_classes = outputs.shape[1]
+    for split, ds in (("train", splits.train), ("val", splits.val), ("test", splits.test)):
+        check_labels(ds, num_classes, split)
+    return _Task(True, num_classes)
+
+
+def _check_batch_targets(targets: torch.Tensor, num_classes: int | None) -> None:
+    # Targets are still on the CPU here: reading them costs no device sync.
+    if num_classes is None or targets.is_floating_point():
+        return
+    if bool((targets < 0).any()) or bool((targets >= num_classes).any()):
+        bad = targets[(targets < 0) | (targets >= num_classes)]
+        raise UserError(
+            f"labels out of range: a training batch holds targets {sorted(set(bad.tolist()))[:5]} "
+            f"outside [0, {num_classes}) (the model has {num_classes} outputs)"
+        )
+
+
+def _micro_batch(cfg: Config, place: Placement) -> int:
+    parts = place.world_size * cfg.train.grad_accum_steps
+    if cfg.data.batch_size % parts:
+        raise UserError(
+            f"data.batch_size: {cfg.data.batch_size} does not split into {place.world_size} "
+            f"processes x {cfg.train.grad_accum_steps} accumulation steps"
+        )
+    return cfg.data.batch_size // parts
+
+
+def _train_loader(
+    cfg: Config, dataset: Dataset, micro_batch: int, place: Placement
+) -> tuple[DataLoader, DistributedSampler, torch.Generator]:
+    # DistributedSampler orders each epoch from (seed, epoch) alone, also with one
+    # process, which makes the data order reproducible and resumable.
+    sampler = DistributedSampler(
+        dataset,
+        num_replicas=place.world_size,
+        rank=place.rank,
+        shuffle=True,
+        seed=cfg.run.seed,
+        drop_last=True,
+    )
+    generator = torch.Generator()
+    workers = cfg.data.num_workers
+    loader = DataLoader(
+        dataset,
+        batch_size=micro_batch,
+        sampler=sampler,
+        drop_last=True,
+        num_workers=workers,
+        pin_memory=cfg.data.pin_memory and place.device.type == "cuda",
+        worker_init_fn=seed_worker if workers else None,
+        generator=generator,
+        persistent_workers=workers > 0,
+    )
+    return loader, sampler, generator
+
+
+def _eval_loader(cfg: Config, dataset: Dataset | None, place: Placement) -> DataLoader | None:
+    if dataset is None:
+        return None
+    return DataLoader(
+        dataset,
+        batch_size=cfg.data.eval_batch_size,
+        shuffle=False,
+        num_workers=cfg.data.num_workers,
+        pin_memory=cfg.data.pin_memory and place.device.type == "cuda",
+        worker_init_fn=seed_worker if cfg.data.num_workers else None,
+        persistent_workers=cfg.data.num_workers > 0,
+    )
+
+
+def _short(name: str) -> str:
+    """A folder-safe short form of a built-in name or an import path."""
+    return name.rsplit(":", 1)[-1].rsplit(".", 1)[-1] or "run"
+
+
+# ---- checkpoint state --------------------------------------------------------------------
+
+
+def rng_state() -> dict[str, Any]:
+    """Every RNG's state as tensors and plain containers (loadable with weights_only)."""
+    np_state = np.random.get_state()
+    state: dict[str, Any] = {
+        "python": random.getstate(),
+        "numpy": {
+            "keys": torch.from_numpy(np_state[1].astype(np.int64)),
+            "pos": int(np_state[2]),
+            "has_gauss": int(np_state[3]),
+            "cached_gaussian": float(np_state[4]),
+        },
+        "torch": torch.get_rng_state(),
+    }
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+@dataclass
+class TrainState:
+    """What a checkpoint holds: the stateful objects of the loop and its own counters.
+
+    As with torchtitan's ``Stateful``, the checkpoint is just ``state_dict()``: tensors
+    and plain containers only, so it loads with ``torch.load(weights_only=True)``.
+    """
+
+    cfg: Config
+    model: nn.Module
+    optimizer: torch.optim.Optimizer
+    scheduler: torch.optim.lr_scheduler.LRScheduler
+    precision: Precision
+    stopper: EarlyStopping
+    step: int = 0
+    epoch: int = 0
+    epoch_start_step: int = 0
+    best: dict[str, Any] = field(default_factory=dict)
+
+    def state_dict(self) -> dict[str, Any]:
+        scaler = self.precision.scaler
+        return {
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "scaler": scaler.state_dict() if scaler is not None else None,
+            "step": self.step,
+            "epoch": self.epoch,
+            # The data order is a function of (seed, epoch), so the seed, the epoch and the
+            # optimizer steps already taken in it are all it takes to replay the rest.
+            "data": {
+                "seed": self.cfg.run.seed,
+                "epoch": self.epoch,
+                "steps_into_epoch": self.step - self.epoch_start_step,
+            },
+            "early_stop": self.stopper.state_dict(),
+            "best": dict(self.best),
+            "rng": rng_state(),
+            "config": config_mod.to_dict(self.cfg),
+            "versions": {"trainwell": trainwell.__version__, "torch": str(torch.__version__)},
+        }
+
+
+def _save(run: RunDir, name: str, state: dict[str, Any]) -> None:
+    try:
+        ckpt.save_atomic(state, run.checkpoints / name)
+    except OSError as exc:
+        # A full disk or a permission error: stop with a clear message; the previous
+        # checkpoint of that name is intact.
+        raise UserError(str(exc)) from exc
+
+
+def _finish(
+    run: RunDir,
+    summary: dict[str, Any],
+    status: str,
+    metrics: dict[str, float],
+    ts: TrainState,
+    started: float,
+    train_time: float,
+    samples: int,
+) -> None:
+    run.flush()
+    summary.update(
+        status=status,
+        steps=ts.step,
+        final=dict(metrics),
+        best=ts.best or None,
+        test={k.split("/", 1)[1]: v for k, v in metrics.items() if k.startswith("test/")} or None,
+        wall_time_s=round(time.time() - started, 3),
+        train_time_s=round(train_time, 3),
+        samples_per_s=round(samples / train_time, 1) if train_time > 0 else None,
+    )
+    if run.rows:
+        try:
+            run.plot_curves()
+        except Exception as exc:  # a plot must never lose a finished run's summary
+            summary["curves_error"] = f"{type(exc).__name__}: {exc}"
+    # Written last: "completed" appears only once everything else is on disk.
+    run.write_summary(summary)
+
+
+class _interrupt_as_keyboard:
+    """SIGTERM behaves like Ctrl-C during training (state saved, status interrupted);
+    the previous handler is restored afterwards, so notebooks keep theirs."""
+
+    def __enter__(self) -> None:
+        self._previous = None
+        if _in_main_thread():
+            self._previous = signal.signal(signal.SIGTERM, self._raise)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGTERM, self._previous)
+
+    @staticmethod
+    def _raise(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+
+def _in_main_thread() -> bool:
+    import threading
+
+    return threading.current_thread() is threading.main_thread()
+
+
+# ---- output ------------------------------------------------------------------------------
+
+
+class _Progress:
+    """A rich progress bar on a terminal; one plain line per epoch otherwise (CI logs)."""
+
+    def __init__(self, console: Console, total: int) -> None:
+        self.console = console
+        self.bar = None
+        if console.is_terminal:
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeRemainingColumn,
+            )
+
+            self.bar = Progress(
+                TextColumn("epoch {task.fields[epoch]}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("loss {task.fields[loss]} lr {task.fields[lr]} {task.fields[rate]}"),
+                TimeRemainingColumn(),
+                console=console,
+                transient=True,
+            )
+            self.task = self.bar.add_task("train", total=total, epoch=0, loss="-", lr="-", rate="")
+            self.bar.start()
+
+    def update(self, step: int, epoch: int, loss: float, lr: float, rate: float) -> None:
+        if self.bar is not None:
+            self.bar.update(
+                self.task,
+                completed=step,
+                epoch=epoch + 1,
+                loss=f"{loss:.4f}",
+                lr=f"{lr:.2e}",
+                rate=f"{rate:,.0f} samples/s",
+            )
+
+    def epoch_line(self, epoch: int, epochs: int, step: int, metrics: dict[str, float]) -> None:
+        shown = "  ".join(f"{k} {v:.4f}" for k, v in metrics.items() if not k.startswith("test/"))
+        self.console.print(f"epoch {epoch + 1}/{epochs}  step {step}  {shown}", highlight=False)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+            self.bar = None
+
+
+def _dry_run(
+    console: Console,
+    model: nn.Module,
+    loss_fn: Callable,
+    precision: Precision,
+    train_loader: DataLoader,
+    val_loader: DataLoader | None,
+    place: Placement,
+    cfg: Config,
+    micro_batch: int,
+    steps_per_epoch: int,
+    total_steps: int,
+) -> None:
+    total = sum(p.numel() for p in model.parameters())
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    inputs, targets = next(iter(train_loader))[:2]
+    model.train()
+    with precision.autocast():
+        outputs = model(inputs.to(place.device))
+        loss = loss_fn(outputs, targets.to(place.device))
+    loss.backward()
+    grads = sum(1 for p in model.parameters() if p.grad is not None)
+    model.zero_grad(set_to_none=True)
+    lines = [
+        f"model        {type(model).__name__}: {total:,} parameters ({trainable:,} trainable)",
+        f"device       {place.device}, precision {precision.name}",
+        f"batch        global {cfg.data.batch_size} = {micro_batch} per micro-step x "
+        f"{cfg.train.grad_accum_steps} accum x {place.world_size} processes",
+        f"schedule     {steps_per_epoch} steps/epoch, {total_steps} optimizer steps",
+        f"train batch  inputs {tuple(inputs.shape)} {inputs.dtype}, targets "
+        f"{tuple(targets.shape)} {targets.dtype}",
+        f"outputs      {tuple(outputs.shape)} {outputs.dtype}; loss {loss.item():.4f}; "
+        f"{grads} of {sum(1 for _ in model.parameters())} parameter tensors got gradients",
+    ]
+    if val_loader is not None:
+        v_inputs, v_targets = next(iter(val_loader))[:2]
+        model.eval()
+        with torch.inference_mode(), precision.autocast():
+            v_out = model(v_inputs.to(place.device))
+            v_loss = loss_fn(v_out, v_targets.to(place.device))
+        model.train()
+        lines.append(
+            f"eval batch   inputs {tuple(v_inputs.shape)}, outputs {tuple(v_out.shape)}; "
+            f"loss {v_loss.item():.4f}"
+        )
+    else:
+        lines.append("eval batch   no validation data")
+    console.print("[bold]dry run[/]: one training and one eval batch went through", highlight=False)
+    for line in lines:
+        console.print("  " + line, highlight=False, markup=False)
+
+
+__all__ = ["FitResult", "build_loss", "evaluate", "fit", "rng_state"]

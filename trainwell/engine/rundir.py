@@ -1,0 +1,179 @@
+"""The run directory: config, environment, metrics, summary, curves and checkpoints.
+
+Layout (fixed in DESIGN.md)::
+
+    <run.dir>/config.yaml  env.json  metrics.csv  summary.json  curves.png  checkpoints/
+
+``summary.json`` says ``running`` from the start and only says ``completed`` once
+everything else is written, so a run that dies never looks complete.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from trainwell._options import check, option
+from trainwell.errors import UserError
+
+# Names become folder names: no separators, no parent references, no control characters.
+_BAD_NAME = re.compile(r"[/\\\x00-\x1f\x7f]")
+
+
+@dataclass
+class RunConfig:
+    """Where the run is written, and its seed."""
+
+    dir: str | None = option(
+        None, "the run directory itself; without it, runs/<timestamp>-<name> is created"
+    )
+    name: str = option("", "a name for the run (default: <data>-<model>)")
+    seed: int = option(0, "seeds Python, NumPy, torch, the data order and the workers")
+    deterministic: bool = option(
+        False, "deterministic algorithms (and cuDNN settings): exact but slower"
+    )
+    device: str = option("auto", "auto (cuda, then mps, then cpu), cpu, cuda, cuda:N or mps")
+
+    def __post_init__(self) -> None:
+        check(
+            not _BAD_NAME.search(self.name)
+            and self.name not in (".", "..")
+            and ".." not in self.name,
+            "run.name",
+            f"{self.name!r} must not contain '/', '\\', '..' or control characters",
+        )
+        check(self.seed >= 0, "run.seed", f"must be >= 0; got {self.seed}")
+        check(
+            re.fullmatch(r"auto|cpu|mps|cuda(:\d+)?", self.device) is not None,
+            "run.device",
+            f"expected auto, cpu, cuda, cuda:N or mps; got {self.device!r}",
+        )
+
+
+def new_run_path(cfg: RunConfig, default_name: str, root: Path = Path("runs")) -> Path:
+    """The run directory: ``run.dir`` as given, or a new timestamped folder under ``runs/``."""
+    if cfg.dir:
+        return Path(cfg.dir)
+    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    base = root / f"{stamp}-{cfg.name or default_name}"
+    path, n = base, 1
+    while path.exists():  # two runs started in the same second
+        n += 1
+        path = Path(f"{base}-{n}")
+    return path
+
+
+class RunDir:
+    """Writes one run's files. Only rank 0 makes one.
+
+    Example:
+        >>> import tempfile
+        >>> rd = RunDir.create(Path(tempfile.mkdtemp()) / "run")
+        >>> rd.log(step=1, epoch=0, split="train", name="loss", value=0.5)
+        >>> rd.flush(); rd.metrics_path.read_text().splitlines()[1]
+        '1,0,train,loss,0.5'
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.checkpoints = path / "checkpoints"
+        self.metrics_path = path / "metrics.csv"
+        self.summary_path = path / "summary.json"
+        self.rows: list[tuple[int, int, str, str, float]] = []
+        self._pending: list[tuple[int, int, str, str, float]] = []
+
+    @classmethod
+    def create(cls, path: Path) -> RunDir:
+        """Create (or reuse an empty) run directory; refuse one that holds a run."""
+        path = Path(path)
+        if path.exists() and not path.is_dir():
+            raise UserError(f"run.dir: {path} exists and is not a directory")
+        summary = path / "summary.json"
+        if summary.exists():
+            status = _read_status(summary)
+            raise UserError(
+                f"run.dir: {path} already holds a {status} run; choose another run.dir "
+                "(or leave it unset for a new timestamped one)"
+            )
+        try:
+            (path / "checkpoints").mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UserError(f"run.dir: cannot create {path}: {exc.strerror}") from None
+        rd = cls(path)
+        with open(rd.metrics_path, "w", newline="") as f:
+            csv.writer(f).writerow(["step", "epoch", "split", "name", "value"])
+        return rd
+
+    def write_text(self, name: str, text: str) -> None:
+        """Write a small file of the run atomically (rename over the old one)."""
+        target = self.path / name
+        tmp = target.with_name(f".{name}.tmp")
+        tmp.write_text(text)
+        os.replace(tmp, target)
+
+    def write_json(self, name: str, data: Any) -> None:
+        self.write_text(name, json.dumps(data, indent=2, default=str) + "\n")
+
+    def log(self, step: int, epoch: int, split: str, name: str, value: float) -> None:
+        """Record one metric value; kept in memory and appended to metrics.csv on flush."""
+        row = (step, epoch, split, name, float(value))
+        self.rows.append(row)
+        self._pending.append(row)
+
+    def flush(self) -> None:
+        if not self._pending:
+            return
+        with open(self.metrics_path, "a", newline="") as f:
+            csv.writer(f).writerows(self._pending)
+        self._pending.clear()
+
+    def write_summary(self, summary: dict[str, Any]) -> None:
+        self.write_json("summary.json", summary)
+
+    def plot_curves(self) -> None:
+        """curves.png: loss (train and val), the other metrics, and the learning rate."""
+        plot_curves(self.rows, self.path / "curves.png")
+
+
+def _read_status(summary: Path) -> str:
+    try:
+        return str(json.loads(summary.read_text()).get("status", "unknown"))
+    except (OSError, ValueError, AttributeError):
+        return "unreadable"
+
+
+def plot_curves(rows: list[tuple[int, int, str, str, float]], out: Path) -> None:
+    """Plot metric rows (step, epoch, split, name, value) into three panels."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display needed; safe in CI and on servers
+    import matplotlib.pyplot as plt
+
+    series: dict[tuple[str, str], tuple[list[int], list[float]]] = {}
+    for step, _epoch, split, name, value in rows:
+        xs, ys = series.setdefault((split, name), ([], []))
+        xs.append(step)
+        ys.append(value)
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+    panels = [
+        (axes[0], "loss", lambda s, n: n == "loss"),
+        (axes[1], "metrics", lambda s, n: n not in ("loss", "lr") and s != "test"),
+        (axes[2], "learning rate", lambda s, n: n == "lr"),
+    ]
+    for ax, title, wanted in panels:
+        for (split, name), (xs, ys) in sorted(series.items()):
+            if wanted(split, name):
+                ax.plot(xs, ys, marker="o" if len(xs) < 50 else None, label=f"{split}/{name}")
+        ax.set_title(title)
+        ax.set_xlabel("optimizer step")
+        if ax.lines:
+            ax.legend()
+    fig.tight_layout()
+    fig.savefig(out, dpi=100)
+    plt.close(fig)

@@ -1,0 +1,43 @@
+"""The training loop's own config (the loop itself is in :mod:`trainwell.engine.loop`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from trainwell._options import check, check_choice, option
+from trainwell.engine.precision import PRECISIONS
+
+
+@dataclass
+class TrainConfig:
+    """How long and how to train."""
+
+    epochs: int = option(20, "passes over the training data")
+    max_steps: int = option(0, "stop after this many optimizer steps (0: no limit)")
+    grad_accum_steps: int = option(1, "micro-batches accumulated per optimizer step")
+    grad_clip: float = option(1.0, "clip the gradients' global norm to this (0: off)")
+    precision: str = option("auto", "auto, fp32, bf16 or fp16 (fp16 uses a GradScaler)")
+    loss: str = option(
+        "cross_entropy", "cross_entropy, mse, or import path 'package.module:attr' of a loss"
+    )
+    label_smoothing: float = option(0.0, "label smoothing for cross_entropy")
+    log_every: int = option(10, "log the training loss every this many optimizer steps")
+    eval_every: int = option(1, "evaluate every this many epochs")
+
+    def __post_init__(self) -> None:
+        check(self.epochs > 0, "train.epochs", f"must be positive; got {self.epochs}")
+        check(self.max_steps >= 0, "train.max_steps", f"must be >= 0; got {self.max_steps}")
+        check(
+            self.grad_accum_steps > 0,
+            "train.grad_accum_steps",
+            f"must be positive; got {self.grad_accum_steps}",
+        )
+        check(self.grad_clip >= 0, "train.grad_clip", f"must be >= 0; got {self.grad_clip}")
+        check_choice(self.precision, "train.precision", PRECISIONS)
+        check(
+            0 <= self.label_smoothing < 1,
+            "train.label_smoothing",
+            f"must be in [0, 1); got {self.label_smoothing}",
+        )
+        check(self.log_every > 0, "train.log_every", f"must be positive; got {self.log_every}")
+        check(self.eval_every > 0, "train.eval_every", f"must be positive; got {self.eval_every}")
