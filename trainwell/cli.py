@@ -42,12 +42,13 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="print the reference of every config key and exit",
     )
-    train.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
+    # Accepted after the verb too; SUPPRESS keeps a --debug given before it.
+    train.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="")
     train.add_argument("overrides", nargs="*", metavar="KEY=VALUE")
 
     env = sub.add_parser("env", help="what this machine offers PyTorch, and what is wrong")
     env.add_argument("--json", action="store_true", help="print JSON instead of a report")
-    env.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
+    env.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="")
     return parser
 
 

@@ -107,7 +107,12 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
         if not sep or not key.strip():
             raise UserError(f"override {item!r} is not KEY=VALUE (e.g. optim.lr=1e-3)")
         _check_key(key.strip())
-        layers.append(OmegaConf.from_dotlist([f"{key.strip()}={value}"]))
+        try:
+            layers.append(OmegaConf.from_dotlist([f"{key.strip()}={value}"]))
+        except yaml.YAMLError as exc:
+            raise UserError(
+                f"{key.strip()}: cannot parse {value!r} ({_yaml_problem(exc)})"
+            ) from None
     try:
         merged = OmegaConf.merge(*layers)
         return typing.cast(Config, OmegaConf.to_object(merged))
@@ -136,8 +141,10 @@ def _read_yaml(path: Path) -> dict[str, Any]:
         ) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark else ""
-        raise UserError(f"config file {path} is not valid YAML{where}: {exc}") from None
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise UserError(
+            f"config file {path} is not valid YAML{where}: {_yaml_problem(exc)}"
+        ) from None
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -147,6 +154,12 @@ def _read_yaml(path: Path) -> dict[str, Any]:
         )
     _check_mapping(data, prefix="")
     return data
+
+
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    # PyYAML's messages span several lines with a source excerpt; keep the gist.
+    problem = getattr(exc, "problem", None) or getattr(exc, "reason", None) or str(exc)
+    return " ".join(str(problem).split())
 
 
 def _check_mapping(data: dict[str, Any], prefix: str) -> None:
@@ -190,12 +203,43 @@ def _is_dict_field(cls: type, name: str) -> bool:
     return typing.get_origin(hint) is dict
 
 
+# Names people reach for from other tools.
+_ALIASES = {
+    "learning_rate": "lr",
+    "wd": "weight_decay",
+    "bs": "batch_size",
+    "batch": "batch_size",
+    "warmup": "warmup_steps",
+    "accumulate_grad_batches": "grad_accum_steps",
+    "grad_accum": "grad_accum_steps",
+    "gradient_clip_val": "grad_clip",
+    "max_epochs": "epochs",
+    "workers": "num_workers",
+}
+
+
 def _unknown_key_message(key: str) -> str:
-    close = difflib.get_close_matches(key, all_keys(), n=3, cutoff=0.6)
+    sections = _sections()
+    section, _, rest = key.partition(".")
+    name = rest.split(".")[0]
+    close: list[str] = []
+    if section in sections and name:
+        fields = [f.name for f in dataclasses.fields(sections[section])]
+        if _ALIASES.get(name) in fields:
+            close.append(f"{section}.{_ALIASES[name]}")
+        close += [f"{section}.{m}" for m in difflib.get_close_matches(name, fields, n=2)]
+    if name:
+        # The right name in the wrong section (optim.epochs -> train.epochs).
+        wanted = {name, _ALIASES.get(name, name)}
+        close += [k for k in all_keys() if k.split(".", 1)[1] in wanted]
+    if not close and rest:
+        close = difflib.get_close_matches(key, all_keys(), n=2, cutoff=0.6)
     if not close:
-        section = key.split(".")[0]
-        close = difflib.get_close_matches(section, list(_sections()), n=3, cutoff=0.5)
-    hint = f"; did you mean {' or '.join(close)}?" if close else "; see the config reference"
+        close = difflib.get_close_matches(section, list(sections), n=1, cutoff=0.5)
+    close = list(dict.fromkeys(c for c in close if c != key))[:3]
+    hint = (
+        f"; did you mean {' or '.join(close)}?" if close else "; see trainwell train --help-config"
+    )
     return f"unknown config key {key!r}{hint}"
 
 

@@ -180,7 +180,7 @@ def targets_of(dataset: Dataset | None) -> torch.Tensor | None:
     """All targets of a data set when they can be read without loading the inputs."""
     if isinstance(dataset, Subset):
         inner = targets_of(dataset.dataset)
-        return None if inner is None else inner[torch.as_tensor(dataset.indices)]
+        return None if inner is None else inner[torch.as_tensor(dataset.indices, dtype=torch.long)]
     if isinstance(dataset, TensorDataset) and len(dataset.tensors) >= 2:
         return dataset.tensors[1]
     targets = getattr(dataset, "targets", None)

@@ -16,7 +16,6 @@ import os
 import pickle
 import re
 import tempfile
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -110,15 +109,20 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as exc:
-        if "weights_only" in str(exc) or "Unsupported global" in str(exc):
+        # torch names weights_only in every safe-loader failure; only "Unsupported global"
+        # means the file really asks to build Python objects (code could run).
+        if "Unsupported global" in str(exc) or "GLOBAL" in str(exc):
             raise UserError(
                 f"checkpoint {path} holds pickled Python objects, not only tensors; refusing "
                 "to load it (it could run code). Re-save it as tensors and plain containers"
             ) from None
         raise UserError(f"checkpoint {path} is corrupt ({_first_line(exc)})") from None
-    except (RuntimeError, EOFError, zipfile.BadZipFile, ValueError, OSError) as exc:
+    except Exception as exc:
+        # Truncated zips, garbage bytes and broken pickles surface as many exception
+        # types (RuntimeError, EOFError, IndexError, KeyError, ...); all mean "unusable".
         raise UserError(
-            f"checkpoint {path} is truncated or not a checkpoint ({size} bytes; {_first_line(exc)})"
+            f"checkpoint {path} is truncated or not a checkpoint ({size} bytes; "
+            f"{type(exc).__name__}: {_first_line(exc)})"
         ) from None
     if not isinstance(state, dict) or "model" not in state:
         raise UserError(f"checkpoint {path} is not a trainwell checkpoint (no 'model' state)")

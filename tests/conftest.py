@@ -1,0 +1,58 @@
+"""Shared test helpers: run the real CLI, in-process or as a subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from trainwell.cli import main
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def cli(tmp_path, monkeypatch, capsys):
+    """Run ``trainwell ARGS`` in-process from ``tmp_path``; returns (code, stdout, stderr)."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    def run(*args: str) -> tuple[int, str, str]:
+        code = main(list(args))
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return run
+
+
+def run_subprocess(
+    args: list[str], cwd: Path, timeout: float = 120, **kw
+) -> subprocess.CompletedProcess:
+    """Run ``python -m trainwell ARGS`` as a real process."""
+    env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + str(cwd)}
+    return subprocess.run(
+        [sys.executable, "-m", "trainwell", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        **kw,
+    )
+
+
+def read_summary(run_dir: Path) -> dict:
+    return json.loads((run_dir / "summary.json").read_text())
+
+
+def completed_runs(root: Path) -> list[Path]:
+    """Run directories under ``root`` whose summary says completed."""
+    return [
+        p.parent
+        for p in root.rglob("summary.json")
+        if read_summary(p.parent)["status"] == "completed"
+    ]
