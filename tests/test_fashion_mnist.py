@@ -393,3 +393,27 @@ def test_val_fraction_empties_a_class(tmp_path, fraction, side):
         load_fashion_mnist(tmp_path, val_fraction=fraction)
     message = _single_line(err)
     assert "val_fraction" in message and TRAIN_LABELS in message
+
+
+# --- through the engine -------------------------------------------------------------------
+
+
+def test_train_on_fashion_mnist_files_end_to_end(tmp_path, cli):
+    write_fashion(tmp_path / "fm", gz=True, n_train=200, n_test=40)
+    code, out, err = cli(
+        "train", "data.name=fashion_mnist", "data.root=fm", "data.batch_size=16",
+        "train.epochs=1", "run.dir=run", "model.kwargs.channels=[4,8]",
+    )  # fmt: skip
+    assert code == 0, err
+    import json
+
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["status"] == "completed"
+    assert summary["steps_per_epoch"] == 180 // 16  # 20 of 200 held out for validation
+    assert 0.0 <= summary["test"]["accuracy"] <= 1.0
+
+
+def test_missing_fashion_mnist_files_say_where_to_put_them(tmp_path, cli):
+    code, _, err = cli("train", "data.name=fashion_mnist", "data.root=nowhere")
+    assert code == 2
+    assert "nowhere" in err and "data.root" in err and len(err.strip().splitlines()) == 1

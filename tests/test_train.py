@@ -282,3 +282,26 @@ def test_sigterm_saves_state_and_marks_interrupted(tmp_path):
     state = load_checkpoint(last)
     assert state["step"] == summary["steps"] > 0
     assert "interrupted" in out
+
+
+def test_default_recipe_reaches_98_percent_on_digits(tmp_path):
+    """The built-in default (what `trainwell train` runs) as a golden check."""
+    result = trainwell.fit(cfg_for(tmp_path))
+    assert result.metrics["test/accuracy"] >= 0.98
+    assert read_summary(result.run_dir)["steps"] == 20 * (1257 // 64)
+
+
+def test_progress_bar_on_a_terminal_and_lines_elsewhere(tmp_path):
+    import io
+
+    from rich.console import Console
+
+    buf = io.StringIO()
+    trainwell.fit(synthetic_cfg(tmp_path, name="a"), console=Console(file=buf, width=150))
+    plain = buf.getvalue()
+    assert "epoch 1/2  step 14" in plain and "\x1b[" not in plain
+    buf = io.StringIO()
+    console = Console(file=buf, width=150, force_terminal=True)
+    trainwell.fit(synthetic_cfg(tmp_path, "train.log_every=1", name="b"), console=console)
+    shown = buf.getvalue()
+    assert "samples/s" in shown and "\x1b[" in shown  # the live bar was drawn

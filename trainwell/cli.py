@@ -30,6 +30,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     train.add_argument("--config", metavar="FILE", help="YAML config file")
     train.add_argument(
+        "--resume",
+        metavar="auto|PATH",
+        help="continue a run: auto takes the newest usable checkpoint of run.dir",
+    )
+    train.add_argument(
         "--dry-run",
         action="store_true",
         help="one forward/backward and one eval batch, then stop; writes nothing",
@@ -70,8 +75,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt as exc:
         if args.debug:
             raise
-        signum = signal.SIGTERM if "signal" in str(exc) else signal.SIGINT
-        return 128 + int(signum)
+        # Interrupted carries the signal; a bare KeyboardInterrupt is Ctrl-C.
+        return 128 + int(getattr(exc, "signum", signal.SIGINT))
 
 
 def _train(args: argparse.Namespace) -> int:
@@ -86,7 +91,7 @@ def _train(args: argparse.Namespace) -> int:
         return 0
     from trainwell.engine.loop import fit
 
-    fit(cfg, dry_run=args.dry_run)
+    fit(cfg, resume=args.resume, dry_run=args.dry_run)
     return 0
 
 

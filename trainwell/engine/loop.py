@@ -16,10 +16,10 @@ runs every ``train.log_every`` steps, not every step.
 
 from __future__ import annotations
 
+import itertools
 import random
-import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,8 +39,11 @@ from trainwell.engine.distributed import Placement, setup
 from trainwell.engine.early_stopping import EarlyStopping, resolve_monitor
 from trainwell.engine.optim import build_optimizer, build_scheduler
 from trainwell.engine.precision import Precision, resolve_precision
+from trainwell.engine.resume import config_changes, remove_stale_temporaries
+from trainwell.engine.resume import find as find_checkpoint
 from trainwell.engine.rundir import RunDir, new_run_path
 from trainwell.engine.seeding import epoch_seed, seed_everything, seed_worker, set_deterministic
+from trainwell.engine.signals import GracefulStop, Interrupted
 from trainwell.errors import UserError
 from trainwell.imports import is_import_path, resolve
 from trainwell.models import build_model
@@ -71,6 +74,7 @@ def fit(
     val_data: Dataset | None = None,
     test_data: Dataset | None = None,
     loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
+    resume: str | Path | None = None,
     dry_run: bool = False,
     console: Console | None = None,
 ) -> FitResult:
@@ -82,6 +86,8 @@ def fit(
         train_data, val_data, test_data: ``Dataset`` objects of ``(input, target)``
             samples instead of ``data.name``; without ``val_data`` there is no validation.
         loss_fn: ``loss_fn(outputs, targets) -> scalar`` instead of ``train.loss``.
+        resume: ``"auto"`` (the newest usable checkpoint of ``run.dir``, if any) or the
+            path of a checkpoint; the run continues exactly where it stopped.
         dry_run: one forward/backward on a real batch and one eval batch, then stop;
             prints shapes and parameter counts and writes nothing.
         console: where progress goes (default: standard output).
@@ -154,8 +160,22 @@ def fit(
         )
         return FitResult(run_dir=None, metrics={}, model=model)
 
-    # ---- run directory -----------------------------------------------------------------
-    run = RunDir.create(new_run_path(cfg.run, f"{_short(cfg.data.name)}-{_short(cfg.model.name)}"))
+    # ---- run directory (fresh, or the one being resumed) --------------------------------
+    resumed = _resume_point(cfg, resume, console)
+    run_path = new_run_path(cfg.run, f"{_short(cfg.data.name)}-{_short(cfg.model.name)}")
+    if resumed is not None and not cfg.run.dir and resumed[0].parent.name == "checkpoints":
+        run_path = resumed[0].parent.parent  # --resume PATH continues PATH's own run
+    ts = TrainState(cfg, model, optimizer, scheduler, precision, stopper, place.device)
+    if resumed is None:
+        run = RunDir.create(run_path)
+    else:
+        ckpt_path, state = resumed
+        for change in config_changes(state["config"], config_mod.to_dict(cfg)):
+            console.print(f"config changed since the checkpoint: {change}", highlight=False)
+        ts.load_state_dict(state, place.device)
+        remove_stale_temporaries(run_path)
+        run = RunDir.reopen(run_path, keep_rows=int(state.get("log_rows", 0)))
+        console.print(f"resuming from {ckpt_path} at step {ts.step}", highlight=False)
     run.write_text("config.yaml", config_mod.to_yaml(cfg))
     from trainwell import env
 
@@ -164,6 +184,7 @@ def fit(
     summary: dict[str, Any] = {
         "status": "running",
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "resumed_from": str(resumed[0]) if resumed else None,
         "device": str(place.device),
         "world_size": place.world_size,
         "precision": precision.name,
@@ -186,26 +207,35 @@ def fit(
     )
 
     # ---- the loop ----------------------------------------------------------------------
-    ts = TrainState(cfg, model, optimizer, scheduler, precision, stopper)
-    metrics: dict[str, float] = {}
+    # Where to start: a checkpoint taken at an epoch's end resumes at the next epoch.
+    start_epoch, skip_steps = ts.epoch, ts.step - ts.epoch_start_step
+    if resumed is None or skip_steps >= steps_per_epoch:
+        start_epoch, skip_steps = (ts.epoch + 1 if resumed else 0), 0
+    if resumed is not None:
+        # Last of all: set-up above must not shift the random streams the run continues.
+        restore_rng(resumed[1]["rng"], place.device)
     train_time, samples_seen = 0.0, 0
-    progress = _Progress(console, total_steps)
+    progress = _Progress(console, total_steps, ts.step)
     stop_reason = "epochs"
     accum = cfg.train.grad_accum_steps
     try:
-        with _interrupt_as_keyboard():
-            for epoch in range(cfg.train.epochs):
-                ts.epoch, ts.epoch_start_step = epoch, ts.step
-                # The data order of an epoch is a function of (seed, epoch) alone.
-                sampler.set_epoch(epoch)
+        with GracefulStop() as stop:
+            for epoch in range(start_epoch, cfg.train.epochs):
+                if ts.step >= total_steps:
+                    break
+                skip = skip_steps if epoch == start_epoch else 0
+                ts.epoch, ts.epoch_start_step = epoch, ts.step - skip
+                # The data order of an epoch is a function of (seed, epoch) alone; a
+                # resumed epoch starts where the checkpoint left it.
+                sampler.set_epoch(epoch, skip_samples=skip * accum * micro_batch)
                 generator.manual_seed(epoch_seed(cfg.run.seed, epoch))
                 model.train()
                 batches = iter(train_loader)
-                # Running sums stay on the device; read at log points only.
-                epoch_loss = torch.zeros((), device=place.device)
-                window_loss = torch.zeros((), device=place.device)
+                if not skip:
+                    ts.epoch_loss.zero_()
+                    ts.window_loss.zero_()
                 t0 = time.perf_counter()
-                for _ in range(steps_per_epoch):
+                for _ in range(steps_per_epoch - skip):
                     optimizer.zero_grad(set_to_none=True)
                     for _micro in range(accum):
                         inputs, targets = next(batches)[:2]
@@ -221,7 +251,8 @@ def fit(
                             precision.scaler.scale(scaled).backward()
                         else:
                             scaled.backward()
-                        window_loss += scaled.detach()
+                        # Running sums stay on the device; read at log points only.
+                        ts.window_loss += scaled.detach()
                     if precision.scaler is not None:
                         # Unscale first so that clipping sees the true gradient norm.
                         precision.scaler.unscale_(optimizer)
@@ -237,67 +268,70 @@ def fit(
                     samples_seen += cfg.data.batch_size
 
                     if ts.step % cfg.train.log_every == 0 or ts.step == total_steps:
-                        epoch_loss += window_loss
+                        ts.epoch_loss += ts.window_loss
                         steps_in_window = (ts.step - 1) % cfg.train.log_every + 1
-                        mean_loss = window_loss.item() / steps_in_window  # the window's one sync
-                        window_loss.zero_()
+                        mean_loss = ts.window_loss.item() / steps_in_window  # one sync
+                        ts.window_loss.zero_()
                         lr = optimizer.param_groups[0]["lr"]
                         run.log(ts.step, epoch, "train", "loss", mean_loss)
                         run.log(ts.step, epoch, "train", "lr", lr)
                         elapsed = train_time + time.perf_counter() - t0
                         progress.update(ts.step, epoch, mean_loss, lr, samples_seen / elapsed)
                     if cfg.checkpoint.every_steps and ts.step % cfg.checkpoint.every_steps == 0:
-                        _save(run, f"step-{ts.step}.pt", ts.state_dict())
+                        _save(run, f"step-{ts.step}.pt", _checkpoint(ts, run))
                         ckpt.rotate(run.checkpoints, cfg.checkpoint.keep_last)
+                    if stop.requested:
+                        raise Interrupted(stop.signum or 0)
                     if ts.step >= total_steps:
                         break
-                epoch_loss += window_loss
                 train_time += time.perf_counter() - t0
 
                 # ---- end of epoch: evaluate, checkpoint, maybe stop ----
-                steps_this_epoch = (ts.step - 1) % steps_per_epoch + 1
-                fresh = {"train/loss": epoch_loss.item() / steps_this_epoch}
+                ts.epoch_loss += ts.window_loss
+                ts.window_loss.zero_()
+                steps_this_epoch = ts.step - ts.epoch_start_step
+                fresh = {"train/loss": ts.epoch_loss.item() / steps_this_epoch}
                 finished = ts.step >= total_steps or epoch == cfg.train.epochs - 1
                 if val_loader is not None and ((epoch + 1) % cfg.train.eval_every == 0 or finished):
-                    for name, value in evaluate(
-                        model, val_loader, loss_fn, precision, place.device
-                    ).items():
+                    val = evaluate(model, val_loader, loss_fn, precision, place.device)
+                    for name, value in val.items():
                         fresh[f"val/{name}"] = value
                         run.log(ts.step, epoch, "val", name, value)
-                metrics.update(fresh)
+                ts.metrics.update(fresh)
                 run.flush()
                 # Only a metric computed this epoch counts towards the best and patience.
                 improved = monitor in fresh and stopper.update(fresh[monitor])
                 if improved:
-                    ts.best = {
-                        "metric": monitor,
-                        "value": fresh[monitor],
-                        "step": ts.step,
-                        "epoch": epoch,
-                    }
-                state = ts.state_dict()
+                    ts.best = {"metric": monitor, "value": fresh[monitor], "step": ts.step,
+                               "epoch": epoch}  # fmt: skip
+                state = _checkpoint(ts, run)
                 if improved:
                     _save(run, "best.pt", state)
                 _save(run, "last.pt", state)
-                progress.epoch_line(epoch, cfg.train.epochs, ts.step, metrics)
+                progress.epoch_line(epoch, cfg.train.epochs, ts.step, ts.metrics)
                 if stopper.should_stop:
-                    stop_reason = (
-                        f"early stop: {monitor} did not improve in {stopper.patience} evaluations"
-                    )
+                    stop_reason = f"early stop: no better {monitor} in {stopper.patience} evals"
                     break
-                if ts.step >= total_steps:
-                    stop_reason = "max_steps" if cfg.train.max_steps else "epochs"
-                    break
-    except KeyboardInterrupt:
+                if stop.requested:
+                    raise Interrupted(stop.signum or 0)
+            if cfg.train.max_steps and ts.step >= cfg.train.max_steps:
+                stop_reason = "max_steps"
+    except Interrupted as exc:
         progress.close()
-        _save(run, "last.pt", ts.state_dict())
-        _finish(run, summary, "interrupted", metrics, ts, started, train_time, samples_seen)
-        console.print(f"[yellow]interrupted[/] at step {ts.step}; state saved in {run.checkpoints}")
+        if stop.requested and "aborting" not in str(exc):
+            # A clean step boundary: this state resumes exactly.
+            _save(run, "last.pt", _checkpoint(ts, run))
+        _finish(run, summary, "interrupted", ts, started, train_time, samples_seen)
+        console.print(
+            f"[yellow]interrupted[/] at step {ts.step}; resume with:\n  trainwell train "
+            f"--config {run.path / 'config.yaml'} run.dir={run.path} --resume auto",
+            highlight=False,
+        )
         raise
     except BaseException as exc:
         progress.close()
         summary["error"] = f"{type(exc).__name__}: {exc}"
-        _finish(run, summary, "failed", metrics, ts, started, train_time, samples_seen)
+        _finish(run, summary, "failed", ts, started, train_time, samples_seen)
         raise
     progress.close()
 
@@ -307,14 +341,14 @@ def fit(
         if best_path.exists():
             model.load_state_dict(ckpt.load_checkpoint(best_path)["model"])
         for name, value in evaluate(model, test_loader, loss_fn, precision, place.device).items():
-            metrics[f"test/{name}"] = value
+            ts.metrics[f"test/{name}"] = value
             run.log(ts.step, ts.epoch, "test", name, value)
     summary["stop_reason"] = stop_reason
-    _finish(run, summary, "completed", metrics, ts, started, train_time, samples_seen)
-    shown = ", ".join(f"{k} {v:.4f}" for k, v in metrics.items())
+    _finish(run, summary, "completed", ts, started, train_time, samples_seen)
+    shown = ", ".join(f"{k} {v:.4f}" for k, v in ts.metrics.items())
     console.print(f"[green]done[/] in {summary['wall_time_s']:.1f}s: {shown}", highlight=False)
     console.print(f"run directory: {run.path}", highlight=False)
-    return FitResult(run_dir=run.path, metrics=dict(metrics), summary=summary, model=model)
+    return FitResult(run_dir=run.path, metrics=dict(ts.metrics), summary=summary, model=model)
 
 
 # ---- evaluation --------------------------------------------------------------------------
@@ -470,12 +504,36 @@ def _micro_batch(cfg: Config, place: Placement) -> int:
     return cfg.data.batch_size // parts
 
 
+class ResumableSampler(DistributedSampler):
+    """PyTorch's DistributedSampler, whose epoch can start part-way through.
+
+    The order of an epoch is drawn from (seed, epoch) alone, also with one process, so a
+    run resumed mid-epoch skips exactly the samples the checkpoint had consumed.
+
+    Example:
+        >>> s = ResumableSampler(range(8), num_replicas=1, rank=0, seed=0)
+        >>> s.set_epoch(0, skip_samples=6)
+        >>> len(list(s)) == len(s) == 2
+        True
+    """
+
+    skip_samples = 0
+
+    def set_epoch(self, epoch: int, skip_samples: int = 0) -> None:
+        super().set_epoch(epoch)
+        self.skip_samples = skip_samples
+
+    def __iter__(self) -> Iterator[int]:
+        return itertools.islice(super().__iter__(), self.skip_samples, None)
+
+    def __len__(self) -> int:
+        return super().__len__() - self.skip_samples
+
+
 def _train_loader(
     cfg: Config, dataset: Dataset, micro_batch: int, place: Placement
-) -> tuple[DataLoader, DistributedSampler, torch.Generator]:
-    # DistributedSampler orders each epoch from (seed, epoch) alone, also with one
-    # process, which makes the data order reproducible and resumable.
-    sampler = DistributedSampler(
+) -> tuple[DataLoader, ResumableSampler, torch.Generator]:
+    sampler = ResumableSampler(
         dataset,
         num_replicas=place.world_size,
         rank=place.rank,
@@ -509,6 +567,10 @@ def _eval_loader(cfg: Config, dataset: Dataset | None, place: Placement) -> Data
         num_workers=cfg.data.num_workers,
         pin_memory=cfg.data.pin_memory and place.device.type == "cuda",
         worker_init_fn=seed_worker if cfg.data.num_workers else None,
+        # Its own generator: without one, every iteration draws a worker seed from the
+        # global torch RNG, shifting the dropout masks of the training that follows
+        # (and differently after a resume, which would break exact resumption).
+        generator=torch.Generator().manual_seed(cfg.run.seed),
         persistent_workers=cfg.data.num_workers > 0,
     )
 
@@ -553,10 +615,17 @@ class TrainState:
     scheduler: torch.optim.lr_scheduler.LRScheduler
     precision: Precision
     stopper: EarlyStopping
+    device: torch.device
     step: int = 0
     epoch: int = 0
     epoch_start_step: int = 0
     best: dict[str, Any] = field(default_factory=dict)
+    metrics: dict[str, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # The loop's running loss sums, on the device (no sync until a log point).
+        self.epoch_loss = torch.zeros((), device=self.device)
+        self.window_loss = torch.zeros((), device=self.device)
 
     def state_dict(self) -> dict[str, Any]:
         scaler = self.precision.scaler
@@ -574,12 +643,88 @@ class TrainState:
                 "epoch": self.epoch,
                 "steps_into_epoch": self.step - self.epoch_start_step,
             },
+            "loop": {
+                "epoch_loss": self.epoch_loss.detach().cpu(),
+                "window_loss": self.window_loss.detach().cpu(),
+            },
             "early_stop": self.stopper.state_dict(),
             "best": dict(self.best),
+            "metrics": dict(self.metrics),
             "rng": rng_state(),
             "config": config_mod.to_dict(self.cfg),
             "versions": {"trainwell": trainwell.__version__, "torch": str(torch.__version__)},
         }
+
+    def load_state_dict(self, state: dict[str, Any], device: torch.device) -> None:
+        """Restore everything but the RNGs (see :func:`restore_rng`)."""
+        try:
+            self.model.load_state_dict(state["model"])
+        except RuntimeError as exc:
+            detail = " ".join(str(exc).split())[:300]
+            raise UserError(f"the checkpoint does not fit this model: {detail}") from None
+        try:
+            self.optimizer.load_state_dict(state["optimizer"])
+        except (ValueError, KeyError) as exc:
+            raise UserError(f"the checkpoint's optimizer state does not fit: {exc}") from None
+        base_lrs = list(self.scheduler.base_lrs)
+        self.scheduler.load_state_dict(state["scheduler"])
+        # The configured lr and schedule win: a deliberate change of optim.lr or of the
+        # run's length takes effect from the next step. Unchanged, this recomputes the
+        # very same lr that LambdaLR would (base_lr * factor(step)).
+        self.scheduler.base_lrs = base_lrs
+        for group, base, fn in zip(
+            self.optimizer.param_groups, base_lrs, self.scheduler.lr_lambdas
+        ):
+            group["initial_lr"] = base
+            group["lr"] = base * fn(self.scheduler.last_epoch)
+        if self.precision.scaler is not None and state.get("scaler"):
+            self.precision.scaler.load_state_dict(state["scaler"])
+        self.step = int(state["step"])
+        self.epoch = int(state["epoch"])
+        self.epoch_start_step = self.step - int(state["data"]["steps_into_epoch"])
+        self.stopper.load_state_dict(state["early_stop"])
+        self.best = dict(state.get("best") or {})
+        self.metrics = {k: float(v) for k, v in (state.get("metrics") or {}).items()}
+        loop = state.get("loop") or {}
+        if "epoch_loss" in loop:
+            self.epoch_loss = loop["epoch_loss"].to(device)
+            self.window_loss = loop["window_loss"].to(device)
+
+
+def restore_rng(state: dict[str, Any], device: torch.device) -> None:
+    """Put every RNG back where the checkpoint found it."""
+    random.setstate(state["python"])
+    np_state = state["numpy"]
+    np.random.set_state(
+        ("MT19937", np_state["keys"].numpy().astype(np.uint32), np_state["pos"],
+         np_state["has_gauss"], np_state["cached_gaussian"])
+    )  # fmt: skip
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def _checkpoint(ts: TrainState, run: RunDir) -> dict[str, Any]:
+    state = ts.state_dict()
+    # How many metric rows belong to this state: a resume drops the rest.
+    state["log_rows"] = len(run.rows)
+    return state
+
+
+def _resume_point(
+    cfg: Config, resume: str | Path | None, console: Console
+) -> tuple[Path, dict[str, Any]] | None:
+    if resume is None:
+        return None
+    if str(resume) == "auto":
+        if not cfg.run.dir:
+            raise UserError("--resume auto needs run.dir: the run directory to continue")
+        found = find_checkpoint(Path(cfg.run.dir), say=lambda m: console.print(m, markup=False))
+        if found is None:
+            console.print(f"no checkpoint in {cfg.run.dir}; starting from scratch", markup=False)
+        return found
+    path = Path(resume)
+    return path, ckpt.load_checkpoint(path)
 
 
 def _save(run: RunDir, name: str, state: dict[str, Any]) -> None:
@@ -595,7 +740,6 @@ def _finish(
     run: RunDir,
     summary: dict[str, Any],
     status: str,
-    metrics: dict[str, float],
     ts: TrainState,
     started: float,
     train_time: float,
@@ -605,9 +749,10 @@ def _finish(
     summary.update(
         status=status,
         steps=ts.step,
-        final=dict(metrics),
+        final=dict(ts.metrics),
         best=ts.best or None,
-        test={k.split("/", 1)[1]: v for k, v in metrics.items() if k.startswith("test/")} or None,
+        test={k.split("/", 1)[1]: v for k, v in ts.metrics.items() if k.startswith("test/")}
+        or None,
         wall_time_s=round(time.time() - started, 3),
         train_time_s=round(train_time, 3),
         samples_per_s=round(samples / train_time, 1) if train_time > 0 else None,
@@ -621,37 +766,13 @@ def _finish(
     run.write_summary(summary)
 
 
-class _interrupt_as_keyboard:
-    """SIGTERM behaves like Ctrl-C during training (state saved, status interrupted);
-    the previous handler is restored afterwards, so notebooks keep theirs."""
-
-    def __enter__(self) -> None:
-        self._previous = None
-        if _in_main_thread():
-            self._previous = signal.signal(signal.SIGTERM, self._raise)
-
-    def __exit__(self, *exc: object) -> None:
-        if self._previous is not None:
-            signal.signal(signal.SIGTERM, self._previous)
-
-    @staticmethod
-    def _raise(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt(f"signal {signum}")
-
-
-def _in_main_thread() -> bool:
-    import threading
-
-    return threading.current_thread() is threading.main_thread()
-
-
 # ---- output ------------------------------------------------------------------------------
 
 
 class _Progress:
     """A rich progress bar on a terminal; one plain line per epoch otherwise (CI logs)."""
 
-    def __init__(self, console: Console, total: int) -> None:
+    def __init__(self, console: Console, total: int, start: int = 0) -> None:
         self.console = console
         self.bar = None
         if console.is_terminal:
@@ -672,7 +793,9 @@ class _Progress:
                 console=console,
                 transient=True,
             )
-            self.task = self.bar.add_task("train", total=total, epoch=0, loss="-", lr="-", rate="")
+            self.task = self.bar.add_task(
+                "train", total=total, completed=start, epoch=0, loss="-", lr="-", rate=""
+            )
             self.bar.start()
 
     def update(self, step: int, epoch: int, loss: float, lr: float, rate: float) -> None:

@@ -110,6 +110,34 @@ class RunDir:
             csv.writer(f).writerow(["step", "epoch", "split", "name", "value"])
         return rd
 
+    @classmethod
+    def reopen(cls, path: Path, keep_rows: int) -> RunDir:
+        """Continue a run directory: keep its first ``keep_rows`` metric rows.
+
+        Rows logged after the checkpoint being resumed are dropped, since the resumed
+        run logs them again; metrics.csv then reads as if the run had never stopped.
+        """
+        rd = cls(Path(path))
+        rd.checkpoints.mkdir(parents=True, exist_ok=True)
+        rows: list[tuple[int, int, str, str, float]] = []
+        if rd.metrics_path.exists():
+            with open(rd.metrics_path, newline="") as f:
+                for i, row in enumerate(csv.DictReader(f)):
+                    if i >= keep_rows:
+                        break
+                    rows.append(
+                        (int(row["step"]), int(row["epoch"]), row["split"], row["name"],
+                         float(row["value"]))
+                    )  # fmt: skip
+        rd.rows = rows
+        tmp = rd.metrics_path.with_name(".metrics.csv.tmp")
+        with open(tmp, "w", newline="") as f:
+            writer = csv.writer(f)
+            writer.writerow(["step", "epoch", "split", "name", "value"])
+            writer.writerows(rows)
+        os.replace(tmp, rd.metrics_path)
+        return rd
+
     def write_text(self, name: str, text: str) -> None:
         """Write a small file of the run atomically (rename over the old one)."""
         target = self.path / name
