@@ -51,6 +51,17 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="")
     train.add_argument("overrides", nargs="*", metavar="KEY=VALUE")
 
+    export = sub.add_parser(
+        "export",
+        help="export a run's weights, checked by reading them back",
+        description="Export the weights of a run directory (its best.pt, else last.pt) or of "
+        "a checkpoint file. The written file is read back and compared bit for bit.",
+    )
+    export.add_argument("source", metavar="RUN_OR_CHECKPOINT")
+    export.add_argument("--format", choices=["safetensors"], default="safetensors")
+    export.add_argument("--output", metavar="PATH", help="where to write (default: beside it)")
+    export.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="")
+
     env = sub.add_parser("env", help="what this machine offers PyTorch, and what is wrong")
     env.add_argument("--json", action="store_true", help="print JSON instead of a report")
     env.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="")
@@ -65,6 +76,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _train(args)
         if args.command == "env":
             return _env(args)
+        if args.command == "export":
+            return _export(args)
         _parser().print_help()
         return 2
     except UserError as exc:
@@ -92,6 +105,14 @@ def _train(args: argparse.Namespace) -> int:
     from trainwell.engine.loop import fit
 
     fit(cfg, resume=args.resume, dry_run=args.dry_run)
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    from trainwell.export import export_safetensors
+
+    out = export_safetensors(args.source, args.output)
+    print(f"wrote {out} (weights only; read back and identical)")
     return 0
 
 

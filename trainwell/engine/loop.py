@@ -166,11 +166,16 @@ def fit(
     if resumed is not None and not cfg.run.dir and resumed[0].parent.name == "checkpoints":
         run_path = resumed[0].parent.parent  # --resume PATH continues PATH's own run
     ts = TrainState(cfg, model, optimizer, scheduler, precision, stopper, place.device)
-    if resumed is None:
+    if resumed is None and resume is None:
         run = RunDir.create(run_path)
+    elif resumed is None:
+        # --resume auto found nothing to resume (a job killed before its first
+        # checkpoint, or a first launch): start from scratch in that same directory.
+        remove_stale_temporaries(run_path)
+        run = RunDir.reopen(run_path, keep_rows=0)
     else:
         ckpt_path, state = resumed
-        for change in config_changes(state["config"], config_mod.to_dict(cfg)):
+        for change in config_changes(state["config"], ts.config_dict):
             console.print(f"config changed since the checkpoint: {change}", highlight=False)
         ts.load_state_dict(state, place.device)
         remove_stale_temporaries(run_path)
@@ -218,6 +223,7 @@ def fit(
     progress = _Progress(console, total_steps, ts.step)
     stop_reason = "epochs"
     accum = cfg.train.grad_accum_steps
+    trainable = [p for p in model.parameters() if p.requires_grad]
     try:
         with GracefulStop() as stop:
             for epoch in range(start_epoch, cfg.train.epochs):
@@ -246,7 +252,7 @@ def fit(
                         with precision.autocast():
                             loss = loss_fn(model(inputs), targets)
                         # Mean over the global batch: each micro-batch contributes 1/accum.
-                        scaled = loss / accum
+                        scaled = loss / accum if accum > 1 else loss
                         if precision.scaler is not None:
                             precision.scaler.scale(scaled).backward()
                         else:
@@ -257,7 +263,7 @@ def fit(
                         # Unscale first so that clipping sees the true gradient norm.
                         precision.scaler.unscale_(optimizer)
                     if cfg.train.grad_clip > 0:
-                        nn.utils.clip_grad_norm_(model.parameters(), cfg.train.grad_clip)
+                        nn.utils.clip_grad_norm_(trainable, cfg.train.grad_clip)
                     if precision.scaler is not None:
                         precision.scaler.step(optimizer)
                         precision.scaler.update()
@@ -626,6 +632,8 @@ class TrainState:
         # The loop's running loss sums, on the device (no sync until a log point).
         self.epoch_loss = torch.zeros((), device=self.device)
         self.window_loss = torch.zeros((), device=self.device)
+        # The config does not change during a run; converting it costs milliseconds.
+        self.config_dict = config_mod.to_dict(self.cfg)
 
     def state_dict(self) -> dict[str, Any]:
         scaler = self.precision.scaler
@@ -651,7 +659,7 @@ class TrainState:
             "best": dict(self.best),
             "metrics": dict(self.metrics),
             "rng": rng_state(),
-            "config": config_mod.to_dict(self.cfg),
+            "config": self.config_dict,
             "versions": {"trainwell": trainwell.__version__, "torch": str(torch.__version__)},
         }
 
@@ -706,7 +714,9 @@ def restore_rng(state: dict[str, Any], device: torch.device) -> None:
 
 def _checkpoint(ts: TrainState, run: RunDir) -> dict[str, Any]:
     state = ts.state_dict()
-    # How many metric rows belong to this state: a resume drops the rest.
+    # How many metric rows belong to this state: a resume drops the rest. They are on
+    # disk before the checkpoint that counts them.
+    run.flush()
     state["log_rows"] = len(run.rows)
     return state
 

@@ -1,0 +1,293 @@
+"""How many optimizer steps per second trainwell's loop runs, next to a hand-written loop.
+
+What is measured
+----------------
+Both sides train the same tiny model (``trainwell.models.simple_cnn`` on the 8x8
+scikit-learn digits, training split, input ``(1, 8, 8)``, 10 classes) with the same data
+(a ``TensorDataset``), batch size, optimizer (AdamW with trainwell's two parameter groups,
+built by ``trainwell.engine.optim.build_optimizer`` from the default ``OptimConfig``), loss
+(``nn.CrossEntropyLoss``), precision (fp32) and DataLoader settings (shuffled, incomplete
+batches dropped, ``num_workers=0``), on the CPU, with the same number of intra-op threads.
+
+- **hand-written**: the classic loop,
+  ``for x, y in loader: opt.zero_grad(); loss = loss_fn(model(x), y); loss.backward();
+  opt.step()``, over as many epochs as the step count needs.
+- **trainwell (lean)**: ``trainwell.fit(cfg, model=..., train_data=..., loss_fn=...)`` with
+  ``train.precision=fp32``, ``train.grad_clip=0``, ``sched.name=constant`` and
+  ``train.log_every`` = the step count (one log point, at the end), no validation or test
+  data: the loop machinery alone, the figure the project aims to keep >= 0.97 of the
+  hand-written one.
+- **trainwell (defaults)**: the same, but with trainwell's defaults for gradient clipping
+  (global norm 1.0), the schedule (cosine) and logging (every 10 steps), to show what
+  those features cost.
+
+Only the training steps are timed. For trainwell that is ``summary["train_time_s"]``: in
+``trainwell/engine/loop.py`` the clock runs, per epoch, from just after the epoch's data
+iterator is made until its last step (log points and ``checkpoint.every_steps`` writes
+included, off here); the end-of-epoch work (the epoch loss read, ``metrics.csv`` flush,
+``last.pt`` checkpoint) falls outside it, and so do setup, ``env.json`` and the curves
+plot. The hand-written loop is timed the same way (per epoch, from after ``iter(loader)``
+to its last step); it writes no checkpoints at all. The steps per second of the whole
+``fit()`` call (setup, a ``last.pt`` every epoch, the plot: everything) are shown as a
+separate figure, for information only: with 19 steps per epoch on the digits, fixed costs
+weigh a lot there. A last column, the typical step, is the median time between two
+forward passes (noted by the same forward pre-hook on both sides): the steady-state cost of
+one step, free of epoch-boundary effects and of most machine noise. (On a CPU, the first
+steps after any pause, such as trainwell's end-of-epoch checkpoint, run on cold caches and
+are slower; they are inside ``train_time_s``.)
+
+Runs alternate (hand-written, trainwell lean, trainwell defaults, with the order rotated
+each repeat) after one warm-up run of each, so that machine noise hits every side alike;
+the table gives the median of each and the ratio of the medians. Run directories go to a
+temporary folder that is removed afterwards.
+
+How to run
+----------
+::
+
+    python benchmarks/overhead.py                 # about a minute on a 2-core CPU
+    python benchmarks/overhead.py --quick         # a few seconds: a smoke run
+    python benchmarks/overhead.py --steps 1000 --repeats 7 --batch-size 64 --threads 1
+
+The last line reads ``ratio (trainwell / hand-written, steps/s): 0.98`` (lean trainwell
+over hand-written). Speed is measured here, never asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import io
+import math
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import NamedTuple
+
+import torch
+from rich.console import Console
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+import trainwell
+from trainwell.data.digits import load_digits_splits
+from trainwell.engine.optim import OptimConfig, build_optimizer
+from trainwell.models import simple_cnn
+
+SEED = 0
+INPUT_SHAPE = (1, 8, 8)
+NUM_CLASSES = 10
+
+HAND = "hand-written loop"
+LEAN = "trainwell (lean)"
+DEFAULTS = "trainwell (defaults)"
+VARIANTS = (HAND, LEAN, DEFAULTS)
+
+
+class Timing(NamedTuple):
+    """One run, in seconds."""
+
+    steps_time: float  # the training steps (trainwell: summary["train_time_s"])
+    wall: float  # the whole run: building the model, the loader, fit() and all it does
+    typical_step: float  # median time between two forward passes: steady state, no outliers
+
+
+def make_model(stamps: list[float]) -> nn.Module:
+    """The same architecture and initial weights on every side.
+
+    A forward pre-hook (the same on both sides, about a microsecond) notes when each
+    forward pass starts, for the typical step time.
+    """
+    torch.manual_seed(SEED)
+    model = simple_cnn(NUM_CLASSES, INPUT_SHAPE)
+
+    def note_start(module: nn.Module, inputs: object) -> None:
+        stamps.append(time.perf_counter())
+
+    model.register_forward_pre_hook(note_start)
+    return model
+
+
+def typical_step(stamps: list[float]) -> float:
+    return statistics.median(b - a for a, b in zip(stamps, stamps[1:]))
+
+
+def run_hand(train: TensorDataset, steps: int, batch_size: int) -> Timing:
+    """The classic loop for ``steps`` optimizer steps."""
+    wall0 = time.perf_counter()
+    stamps: list[float] = []
+    model = make_model(stamps)
+    optimizer = build_optimizer(OptimConfig(), model)  # AdamW, same param groups as trainwell
+    loss_fn = nn.CrossEntropyLoss()
+    loader = DataLoader(
+        train,
+        batch_size=batch_size,
+        shuffle=True,
+        drop_last=True,
+        num_workers=0,
+        generator=torch.Generator().manual_seed(SEED),
+    )
+    model.train()
+    done, steps_time = 0, 0.0
+    while done < steps:
+        batches = iter(loader)
+        t0 = time.perf_counter()  # timed like trainwell's train_time: after iter(), per epoch
+        for x, y in batches:
+            optimizer.zero_grad()
+            loss = loss_fn(model(x), y)
+            loss.backward()
+            optimizer.step()
+            done += 1
+            if done == steps:
+                break
+        steps_time += time.perf_counter() - t0
+    return Timing(steps_time, time.perf_counter() - wall0, typical_step(stamps))
+
+
+def trainwell_config(
+    run_dir: Path, steps: int, batch_size: int, steps_per_epoch: int, lean: bool
+) -> trainwell.Config:
+    overrides = [
+        f"run.dir={run_dir}",
+        f"run.seed={SEED}",
+        "run.device=cpu",
+        f"data.batch_size={batch_size}",
+        "data.num_workers=0",
+        "train.precision=fp32",
+        f"train.epochs={math.ceil(steps / steps_per_epoch)}",
+        f"train.max_steps={steps}",
+        "early_stop.patience=0",
+        "checkpoint.every_steps=0",
+    ]
+    if lean:
+        overrides += ["train.grad_clip=0", "sched.name=constant", f"train.log_every={steps}"]
+    return trainwell.load_config(overrides=overrides)
+
+
+def run_trainwell(
+    train: TensorDataset, steps: int, batch_size: int, run_dir: Path, lean: bool
+) -> Timing:
+    """``trainwell.fit`` for ``steps`` steps."""
+    cfg = trainwell_config(run_dir, steps, batch_size, len(train) // batch_size, lean)
+    wall0 = time.perf_counter()
+    stamps: list[float] = []
+    model = make_model(stamps)
+    result = trainwell.fit(
+        cfg,
+        model=model,
+        train_data=train,
+        loss_fn=nn.CrossEntropyLoss(),
+        console=Console(file=io.StringIO()),  # quiet, and no progress bar
+    )
+    wall = time.perf_counter() - wall0
+    summary = result.summary
+    if summary.get("steps") != steps or not summary.get("train_time_s"):
+        raise SystemExit(
+            f"trainwell.fit ran {summary.get('steps')} steps in {summary.get('train_time_s')} s; "
+            f"expected {steps} steps and a positive train_time_s"
+        )
+    # stamps[0] is fit's preflight forward pass; the median shrugs it off.
+    return Timing(float(summary["train_time_s"]), wall, typical_step(stamps))
+
+
+def positive_int(text: str) -> int:
+    value = int(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive integer; got {text}")
+    return value
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description="Optimizer steps/s of trainwell.fit next to a hand-written loop."
+    )
+    parser.add_argument("--steps", type=positive_int, default=600, help="steps per run")
+    parser.add_argument("--repeats", type=positive_int, default=5, help="timed runs per side")
+    parser.add_argument("--batch-size", type=positive_int, default=64)
+    # Default 1 thread. On a 2-core machine, intra-op threads compete with the Python
+    # thread that drives the loop and with any other process, which makes timings noisy,
+    # while these tiny kernels (a batch of 64 8x8 images) barely gain from a second thread
+    # (measured: about 185 vs 198 steps/s). One thread also makes the per-step Python work,
+    # the very thing compared here, the largest share of a step: a conservative ratio.
+    parser.add_argument("--threads", type=positive_int, default=1, help="torch intra-op threads")
+    parser.add_argument(
+        "--quick", action="store_true", help="a smoke run of a few seconds (40 steps, 2 repeats)"
+    )
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.steps, args.repeats = 40, 2
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    torch.set_num_threads(args.threads)
+    train, _, _ = load_digits_splits()
+    if args.batch_size > len(train):
+        raise SystemExit(f"--batch-size {args.batch_size} exceeds the {len(train)} samples")
+    steps_per_epoch = len(train) // args.batch_size
+
+    timings: dict[str, list[Timing]] = {v: [] for v in VARIANTS}
+    with tempfile.TemporaryDirectory(prefix="trainwell-bench-") as tmp:
+        run_dirs = (Path(tmp) / f"run-{i}" for i in range(10**9))
+
+        def run(variant: str, steps: int) -> Timing:
+            gc.collect()
+            if variant == HAND:
+                return run_hand(train, steps, args.batch_size)
+            return run_trainwell(train, steps, args.batch_size, next(run_dirs), variant == LEAN)
+
+        warmup_steps = min(args.steps, 2 * steps_per_epoch)
+        for variant in VARIANTS:  # imports, allocator, first-call costs: not counted
+            run(variant, warmup_steps)
+        for r in range(args.repeats):
+            # Rotated order, so that no side always runs right after another one.
+            for variant in VARIANTS[r % 3 :] + VARIANTS[: r % 3]:
+                timings[variant].append(run(variant, args.steps))
+    if torch.get_num_threads() != args.threads:
+        print(f"warning: torch now uses {torch.get_num_threads()} threads", file=sys.stderr)
+
+    median = statistics.median
+    n = args.steps
+    print(
+        f"trainwell {trainwell.__version__}, torch {torch.__version__}, "
+        f"{args.threads} thread(s), CPU, fp32; simple_cnn on the digits ({len(train)} "
+        f"samples, {steps_per_epoch} steps/epoch), batch {args.batch_size}, AdamW; "
+        f"{n} steps x {args.repeats} repeats after a warm-up; medians"
+    )
+    print()
+    print(
+        f"{'':36} {'steps/s':>8} {'ms/step':>8} {'min-max':>9} {'vs hand':>8} "
+        f"{'typical step ms':>16}"
+    )
+    hand = median(n / t.steps_time for t in timings[HAND])
+    rows = [(v, [n / t.steps_time for t in timings[v]], timings[v]) for v in VARIANTS]
+    rows.append(("trainwell (lean), whole fit() call", [n / t.wall for t in timings[LEAN]], []))
+    for label, rates, runs in rows:
+        m = median(rates)
+        spread = f"{min(rates):.0f}-{max(rates):.0f}"
+        typical = f"{1e3 * median(t.typical_step for t in runs):.3f}" if runs else "-"
+        print(f"{label:36} {m:8.1f} {1e3 / m:8.3f} {spread:>9} {m / hand:8.3f} {typical:>16}")
+    print(
+        """
+steps/s: trainwell's from summary["train_time_s"], the training steps of each epoch
+  (the first steps after the end-of-epoch work included: they run on cold caches), not
+  setup, the end-of-epoch last.pt checkpoint and metrics flush (which the hand-written
+  loop does not do) or the curves plot; the hand-written loop timed alike. The last row
+  divides by the whole fit() call instead.
+typical step: median time between two forward passes, the steady state without
+  epoch-boundary effects.
+lean: train.grad_clip=0, sched.name=constant, train.log_every=<steps>;
+defaults: grad_clip 1.0, cosine schedule, log_every 10 (both fp32, no validation data)."""
+    )
+    defaults = median(n / t.steps_time for t in timings[DEFAULTS])
+    lean = median(n / t.steps_time for t in timings[LEAN])
+    print(f"ratio (trainwell defaults / hand-written, steps/s): {defaults / hand:.3f}")
+    print(f"ratio (trainwell / hand-written, steps/s): {lean / hand:.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
