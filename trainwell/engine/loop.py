@@ -35,7 +35,7 @@ from trainwell import config as config_mod
 from trainwell.config import Config, load_config
 from trainwell.data import DataSplits, build_data, check_labels, targets_of
 from trainwell.engine import checkpoint as ckpt
-from trainwell.engine.distributed import Placement, setup
+from trainwell.engine.distributed import DistConfig, Placement, setup
 from trainwell.engine.early_stopping import EarlyStopping, resolve_monitor
 from trainwell.engine.optim import build_optimizer, build_scheduler
 from trainwell.engine.precision import Precision, resolve_precision
@@ -159,6 +159,9 @@ def fit(
             total_steps,
         )
         return FitResult(run_dir=None, metrics={}, model=model)
+
+    if place.world_size == 1 and cfg.dist != DistConfig():
+        console.print("[yellow]warning[/]: dist.* settings have no effect with one process")
 
     # ---- run directory (fresh, or the one being resumed) --------------------------------
     resumed = _resume_point(cfg, resume, console)
