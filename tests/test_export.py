@@ -11,8 +11,15 @@ import trainwell
 from trainwell.config import load_config
 from trainwell.engine.checkpoint import load_checkpoint
 
-SMALL = ["data.name=synthetic", "data.kwargs.num_samples=256", "data.kwargs.shape=[8]",
-         "model.name=mlp", "model.kwargs.hidden=[16]", "train.epochs=1", "data.batch_size=32"]  # fmt: skip
+SMALL = [
+    "data.name=synthetic",
+    "data.kwargs.num_samples=256",
+    "data.kwargs.shape=[8]",
+    "model.name=mlp",
+    "model.kwargs.hidden=[16]",
+    "train.epochs=1",
+    "data.batch_size=32",
+]
 
 
 def test_export_run_dir_to_safetensors(cli, tmp_path):

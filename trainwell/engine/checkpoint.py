@@ -61,7 +61,7 @@ def save_atomic(state: dict[str, Any], path: str | Path) -> None:
         # mkstemp creates the file private (0600); give it the mode any new file gets.
         os.chmod(tmp, 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as f:
-            torch.save(state, f)
+            torch.save(state, _EarlyWriteback(f))
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -72,6 +72,38 @@ def save_atomic(state: dict[str, Any], path: str | Path) -> None:
             raise OSError(exc.errno, f"could not write checkpoint {path}: {exc.strerror}") from exc
         raise
     _fsync_dir(path.parent)
+
+
+class _EarlyWriteback:
+    """A file wrapper that hands written data to the disk while torch.save still runs.
+
+    Without it, all of a large checkpoint reaches the disk during the final fsync, after
+    serialization: the two run one after the other. Every few MB this asks the kernel to
+    start writing what is there (``POSIX_FADV_DONTNEED`` starts writeback of dirty pages
+    and drops them once clean), so disk and CPU work overlap. The final fsync still
+    waits for every byte: durability is unchanged. Measured by benchmarks/checkpoint.py.
+    """
+
+    CHUNK = 8 << 20
+
+    def __init__(self, f: Any) -> None:
+        self.f = f
+        self.start = 0
+        self.pending = 0
+        self.enabled = hasattr(os, "posix_fadvise")  # not on macOS or Windows
+
+    def write(self, data: Any) -> int:
+        n = self.f.write(data)
+        self.pending += n
+        if self.enabled and self.pending >= self.CHUNK:
+            self.f.flush()
+            end = self.start + self.pending
+            os.posix_fadvise(self.f.fileno(), self.start, self.pending, os.POSIX_FADV_DONTNEED)
+            self.start, self.pending = end, 0
+        return n
+
+    def flush(self) -> None:
+        self.f.flush()
 
 
 def _umask() -> int:
