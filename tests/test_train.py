@@ -305,3 +305,28 @@ def test_progress_bar_on_a_terminal_and_lines_elsewhere(tmp_path):
     trainwell.fit(synthetic_cfg(tmp_path, "train.log_every=1", name="b"), console=console)
     shown = buf.getvalue()
     assert "samples/s" in shown and "\x1b[" in shown  # the live bar was drawn
+
+
+def test_logged_train_loss_is_the_mean_of_its_window_across_epochs(tmp_path):
+    # 14 steps per epoch with log_every=5: windows straddle epoch ends.
+    losses: list[float] = []
+
+    def loss_fn(out, target):
+        loss = torch.nn.functional.cross_entropy(out, target)
+        losses.append(loss.item())
+        return loss
+
+    x = torch.randn(448, 4, generator=torch.Generator().manual_seed(0))
+    data = TensorDataset(x, (x[:, 0] > 0).long())
+    cfg = cfg_for(tmp_path, "data.batch_size=32", "train.epochs=2", "train.log_every=5",
+                  "train.precision=fp32")  # fmt: skip
+    result = trainwell.fit(cfg, model=torch.nn.Linear(4, 2), train_data=data, loss_fn=loss_fn)
+    with open(result.run_dir / "metrics.csv") as f:
+        logged = [(int(r["step"]), float(r["value"])) for r in csv.DictReader(f)
+                  if r["split"] == "train" and r["name"] == "loss"]  # fmt: skip
+    # Windows: epoch 0 -> steps 1-5, 6-10, 11-14 (epoch end); epoch 1 -> 15, 16-20, ...
+    assert [s for s, _ in logged] == [5, 10, 15, 20, 25, 28]
+    windows = [(0, 5), (5, 10), (14, 15), (15, 20), (20, 25), (25, 28)]
+    for (step, value), (a, b) in zip(logged, windows):
+        assert value == pytest.approx(sum(losses[a:b]) / (b - a), rel=1e-5), step
+    assert result.metrics["train/loss"] == pytest.approx(sum(losses[14:28]) / 14, rel=1e-5)

@@ -243,6 +243,7 @@ def fit(
                 if not skip:
                     ts.epoch_loss.zero_()
                     ts.window_loss.zero_()
+                    ts.window_steps = 0
                 t0 = time.perf_counter()
                 for _ in range(steps_per_epoch - skip):
                     optimizer.zero_grad(set_to_none=True)
@@ -274,13 +275,14 @@ def fit(
                         optimizer.step()
                     scheduler.step()
                     ts.step += 1
+                    ts.window_steps += 1
                     samples_seen += cfg.data.batch_size
 
                     if ts.step % cfg.train.log_every == 0 or ts.step == total_steps:
                         ts.epoch_loss += ts.window_loss
-                        steps_in_window = (ts.step - 1) % cfg.train.log_every + 1
-                        mean_loss = ts.window_loss.item() / steps_in_window  # one sync
+                        mean_loss = ts.window_loss.item() / ts.window_steps  # the one sync
                         ts.window_loss.zero_()
+                        ts.window_steps = 0
                         lr = optimizer.param_groups[0]["lr"]
                         run.log(ts.step, epoch, "train", "loss", mean_loss)
                         run.log(ts.step, epoch, "train", "lr", lr)
@@ -289,8 +291,7 @@ def fit(
                     if cfg.checkpoint.every_steps and ts.step % cfg.checkpoint.every_steps == 0:
                         _save(run, f"step-{ts.step}.pt", _checkpoint(ts, run))
                         ckpt.rotate(run.checkpoints, cfg.checkpoint.keep_last)
-                    if stop.requested:
-                        raise Interrupted(stop.signum or 0)
+                    stop.raise_if_requested()
                     if ts.step >= total_steps:
                         break
                 train_time += time.perf_counter() - t0
@@ -298,6 +299,7 @@ def fit(
                 # ---- end of epoch: evaluate, checkpoint, maybe stop ----
                 ts.epoch_loss += ts.window_loss
                 ts.window_loss.zero_()
+                ts.window_steps = 0
                 steps_this_epoch = ts.step - ts.epoch_start_step
                 fresh = {"train/loss": ts.epoch_loss.item() / steps_this_epoch}
                 finished = ts.step >= total_steps or epoch == cfg.train.epochs - 1
@@ -321,14 +323,14 @@ def fit(
                 if stopper.should_stop:
                     stop_reason = f"early stop: no better {monitor} in {stopper.patience} evals"
                     break
-                if stop.requested:
-                    raise Interrupted(stop.signum or 0)
+                stop.raise_if_requested()
             if cfg.train.max_steps and ts.step >= cfg.train.max_steps:
                 stop_reason = "max_steps"
-    except Interrupted as exc:
+    except KeyboardInterrupt as exc:
         progress.close()
-        if stop.requested and "aborting" not in str(exc):
-            # A clean step boundary: this state resumes exactly.
+        if isinstance(exc, Interrupted) and not exc.abort:
+            # Raised at a step boundary: this state resumes exactly. An abort (a second
+            # signal) or a bare Ctrl-C may have come mid-step: keep the last checkpoint.
             _save(run, "last.pt", _checkpoint(ts, run))
         _finish(run, summary, "interrupted", ts, started, train_time, samples_seen)
         console.print(
@@ -628,6 +630,7 @@ class TrainState:
     step: int = 0
     epoch: int = 0
     epoch_start_step: int = 0
+    window_steps: int = 0
     best: dict[str, Any] = field(default_factory=dict)
     metrics: dict[str, float] = field(default_factory=dict)
 
@@ -657,6 +660,7 @@ class TrainState:
             "loop": {
                 "epoch_loss": self.epoch_loss.detach().cpu(),
                 "window_loss": self.window_loss.detach().cpu(),
+                "window_steps": self.window_steps,
             },
             "early_stop": self.stopper.state_dict(),
             "best": dict(self.best),
@@ -700,6 +704,7 @@ class TrainState:
         if "epoch_loss" in loop:
             self.epoch_loss = loop["epoch_loss"].to(device)
             self.window_loss = loop["window_loss"].to(device)
+            self.window_steps = int(loop["window_steps"])
 
 
 def restore_rng(state: dict[str, Any], device: torch.device) -> None:

@@ -19,9 +19,11 @@ class Interrupted(KeyboardInterrupt):
     A ``KeyboardInterrupt`` subclass, so code that already handles Ctrl-C handles it.
     """
 
-    def __init__(self, signum: int, message: str = "") -> None:
-        super().__init__(message or f"stopped by {signal.Signals(signum).name}")
+    def __init__(self, signum: int, abort: bool = False) -> None:
+        name = signal.Signals(signum).name
+        super().__init__(f"second {name}: aborting" if abort else f"stopped by {name}")
         self.signum = signum
+        self.abort = abort  # True: raised at once, possibly mid-step
 
 
 class GracefulStop:
@@ -44,6 +46,11 @@ class GracefulStop:
     def requested(self) -> bool:
         return self.signum is not None
 
+    def raise_if_requested(self) -> None:
+        """Called at a step boundary: stop there if a signal came."""
+        if self.signum is not None:
+            raise Interrupted(self.signum)
+
     def __enter__(self) -> GracefulStop:
         # Signal handlers can only be set from the main thread; elsewhere (a thread of a
         # notebook server) the default behaviour stays.
@@ -59,5 +66,5 @@ class GracefulStop:
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         if self.signum is not None:
-            raise Interrupted(signum, "second signal: aborting without saving")
+            raise Interrupted(signum, abort=True)
         self.signum = signum
