@@ -49,6 +49,24 @@ def _parser() -> argparse.ArgumentParser:
     )
     # Accepted after the verb too; SUPPRESS keeps a --debug given before it.
     train.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="")
+    launcher = train.add_argument_group(
+        "several processes (PyTorch's torch.distributed.run launcher)"
+    )
+    launcher.add_argument("--nproc", type=int, metavar="N", help="processes on this machine")
+    launcher.add_argument("--nnodes", type=int, default=1, metavar="M", help="machines")
+    launcher.add_argument("--node-rank", type=int, default=0, metavar="R")
+    launcher.add_argument("--master-addr", default="127.0.0.1", metavar="HOST")
+    launcher.add_argument("--master-port", type=int, metavar="P")
+    launcher.add_argument(
+        "--max-restarts",
+        type=int,
+        default=0,
+        metavar="K",
+        help="restart the group after a failure; it resumes from the newest checkpoint",
+    )
+    launcher.add_argument("--rdzv-endpoint", metavar="HOST:PORT", help="elastic rendezvous")
+    launcher.add_argument("--rdzv-backend", metavar="NAME")
+    launcher.add_argument("--rdzv-id", metavar="ID")
     train.add_argument("overrides", nargs="*", metavar="KEY=VALUE")
 
     export = sub.add_parser(
@@ -102,10 +120,43 @@ def _train(args: argparse.Namespace) -> int:
     if args.print_config:
         print(config_mod.to_yaml(cfg), end="")
         return 0
+    if args.nproc is not None or args.nnodes > 1:
+        return _launch(args, cfg)
     from trainwell.engine.loop import fit
 
     fit(cfg, resume=args.resume, dry_run=args.dry_run)
     return 0
+
+
+def _launch(args: argparse.Namespace, cfg) -> int:
+    from trainwell.engine.launch import LaunchOptions, launch
+    from trainwell.engine.rundir import RunDir, default_name, new_run_path
+
+    opts = LaunchOptions(
+        nproc=args.nproc or 1,
+        nnodes=args.nnodes,
+        node_rank=args.node_rank,
+        master_addr=args.master_addr,
+        master_port=args.master_port,
+        max_restarts=args.max_restarts,
+        rdzv_endpoint=args.rdzv_endpoint,
+        rdzv_backend=args.rdzv_backend,
+        rdzv_id=args.rdzv_id,
+    )
+    worker = ["train", *(["--config", args.config] if args.config else []), *args.overrides]
+    if args.dry_run:
+        worker.append("--dry-run")
+    resume = args.resume
+    if not args.dry_run:
+        # One run directory for every rank, node and restart, chosen before any starts.
+        run_dir = new_run_path(cfg.run, default_name(cfg.data.name, cfg.model.name))
+        if resume is None and opts.node_rank == 0:
+            RunDir.create(run_dir)  # refuses a completed run before anything is launched
+            resume = "auto" if opts.max_restarts else None
+        worker.append(f"run.dir={run_dir}")
+    if resume is not None:
+        worker += ["--resume", str(resume)]
+    return launch(opts, worker)
 
 
 def _export(args: argparse.Namespace) -> int:

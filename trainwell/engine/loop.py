@@ -17,7 +17,9 @@ runs every ``train.log_every`` steps, not every step.
 from __future__ import annotations
 
 import itertools
+import os
 import random
+import signal
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -35,13 +37,26 @@ from trainwell import config as config_mod
 from trainwell.config import Config, load_config
 from trainwell.data import DataSplits, build_data, check_labels, targets_of
 from trainwell.engine import checkpoint as ckpt
-from trainwell.engine.distributed import DistConfig, Placement, setup
+from trainwell.engine.distributed import (
+    DistConfig,
+    Placement,
+    ShardSampler,
+    all_reduce_sum,
+    any_process,
+    broadcast_object,
+    gather_objects,
+    no_sync,
+    setup,
+    teardown,
+    unwrap,
+    wrap,
+)
 from trainwell.engine.early_stopping import EarlyStopping, resolve_monitor
 from trainwell.engine.optim import build_optimizer, build_scheduler
 from trainwell.engine.precision import Precision, resolve_precision
 from trainwell.engine.resume import config_changes, remove_stale_temporaries
 from trainwell.engine.resume import find as find_checkpoint
-from trainwell.engine.rundir import RunDir, new_run_path
+from trainwell.engine.rundir import NullRunDir, RunDir, default_name, new_run_path
 from trainwell.engine.seeding import epoch_seed, seed_everything, seed_worker, set_deterministic
 from trainwell.engine.signals import GracefulStop, Interrupted
 from trainwell.errors import UserError
@@ -106,8 +121,28 @@ def fit(
         >>> result.metrics["val/accuracy"]  # doctest: +SKIP
     """
     cfg = config if isinstance(config, Config) else load_config(config)
-    console = console or Console()
-    place = setup(cfg.run.device)
+    place = setup(cfg.run.device, cfg.dist)
+    try:
+        # Only rank 0 talks; the others would repeat every line.
+        console = (console or Console()) if place.is_main else Console(quiet=True)
+        return _fit(cfg, place, model, train_data, val_data, test_data, loss_fn, resume,
+                    dry_run, console)  # fmt: skip
+    finally:
+        teardown()
+
+
+def _fit(
+    cfg: Config,
+    place: Placement,
+    model: nn.Module | None,
+    train_data: Dataset | None,
+    val_data: Dataset | None,
+    test_data: Dataset | None,
+    loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None,
+    resume: str | Path | None,
+    dry_run: bool,
+    console: Console,
+) -> FitResult:
     set_deterministic(cfg.run.deterministic)
     seed_everything(cfg.run.seed)
 
@@ -120,6 +155,13 @@ def fit(
     model = model.to(place.device)
     loss_fn = loss_fn or build_loss(cfg)
     task = _preflight(model, loss_fn, splits, place.device)
+    # DDP on several processes; `model` stays the raw module whose state is saved.
+    net = wrap(model, place, cfg.dist)
+    model = unwrap(net)
+    if place.distributed:
+        # Same initial weights everywhere (DDP also broadcasts them), then a random
+        # stream per rank, so that dropout masks differ between ranks.
+        seed_everything(cfg.run.seed + 1_000_003 * place.rank)
 
     micro_batch = _micro_batch(cfg, place)
     train_loader, sampler, generator = _train_loader(cfg, splits.train, micro_batch, place)
@@ -160,34 +202,23 @@ def fit(
         )
         return FitResult(run_dir=None, metrics={}, model=model)
 
-    if place.world_size == 1 and cfg.dist != DistConfig():
+    if not place.distributed and cfg.dist != DistConfig():
         console.print("[yellow]warning[/]: dist.* settings have no effect with one process")
 
     # ---- run directory (fresh, or the one being resumed) --------------------------------
+    # Every rank loads the checkpoint; only rank 0 writes the run directory.
     resumed = _resume_point(cfg, resume, console)
-    run_path = new_run_path(cfg.run, f"{_short(cfg.data.name)}-{_short(cfg.model.name)}")
+    run_path = new_run_path(cfg.run, default_name(cfg.data.name, cfg.model.name))
     if resumed is not None and not cfg.run.dir and resumed[0].parent.name == "checkpoints":
         run_path = resumed[0].parent.parent  # --resume PATH continues PATH's own run
     ts = TrainState(cfg, model, optimizer, scheduler, precision, stopper, place.device)
-    if resumed is None and resume is None:
-        run = RunDir.create(run_path)
-    elif resumed is None:
-        # --resume auto found nothing to resume (a job killed before its first
-        # checkpoint, or a first launch): start from scratch in that same directory.
-        remove_stale_temporaries(run_path)
-        run = RunDir.reopen(run_path, keep_rows=0)
-    else:
+    if resumed is not None:
         ckpt_path, state = resumed
         for change in config_changes(state["config"], ts.config_dict):
             console.print(f"config changed since the checkpoint: {change}", highlight=False)
         ts.load_state_dict(state, place.device)
-        remove_stale_temporaries(run_path)
-        run = RunDir.reopen(run_path, keep_rows=int(state.get("log_rows", 0)))
         console.print(f"resuming from {ckpt_path} at step {ts.step}", highlight=False)
-    run.write_text("config.yaml", config_mod.to_yaml(cfg))
-    from trainwell import env
-
-    run.write_text("env.json", env.to_json(env.collect()))
+    run = _open_run_dir(cfg, run_path, resume, resumed, place)
     started = time.time()
     summary: dict[str, Any] = {
         "status": "running",
@@ -221,12 +252,18 @@ def fit(
         start_epoch, skip_steps = (ts.epoch + 1 if resumed else 0), 0
     if resumed is not None:
         # Last of all: set-up above must not shift the random streams the run continues.
-        restore_rng(resumed[1]["rng"], place.device)
+        saved = resumed[1]
+        per_rank = saved.get("rng_per_rank") or []
+        restore_rng(per_rank[place.rank] if len(per_rank) == place.world_size else saved["rng"])
     train_time, samples_seen = 0.0, 0
     progress = _Progress(console, total_steps, ts.step)
     stop_reason = "epochs"
     accum = cfg.train.grad_accum_steps
     trainable = [p for p in model.parameters() if p.requires_grad]
+    first_step = True
+    # Test-only: a worker that dies at a chosen step on the first attempt, to exercise
+    # the launcher's restarts (read once here, not in the hot path).
+    crash_at = _test_crash_step(place)
     try:
         with GracefulStop() as stop:
             for epoch in range(start_epoch, cfg.train.epochs):
@@ -247,22 +284,27 @@ def fit(
                 t0 = time.perf_counter()
                 for _ in range(steps_per_epoch - skip):
                     optimizer.zero_grad(set_to_none=True)
-                    for _micro in range(accum):
+                    for micro in range(accum):
                         inputs, targets = next(batches)[:2]
                         if check_batches and epoch == 0:
                             _check_batch_targets(targets, task.num_classes)
                         inputs = inputs.to(place.device, non_blocking=True)
                         targets = targets.to(place.device, non_blocking=True)
-                        with precision.autocast():
-                            loss = loss_fn(model(inputs), targets)
-                        # Mean over the global batch: each micro-batch contributes 1/accum.
-                        scaled = loss / accum if accum > 1 else loss
-                        if precision.scaler is not None:
-                            precision.scaler.scale(scaled).backward()
-                        else:
-                            scaled.backward()
+                        # DDP all-reduces gradients on the last micro-step only.
+                        with no_sync(net, sync=micro == accum - 1):
+                            with precision.autocast():
+                                loss = loss_fn(net(inputs), targets)
+                            # Mean over the global batch: each micro-batch adds 1/accum.
+                            scaled = loss / accum if accum > 1 else loss
+                            if precision.scaler is not None:
+                                precision.scaler.scale(scaled).backward()
+                            else:
+                                scaled.backward()
                         # Running sums stay on the device; read at log points only.
                         ts.window_loss += scaled.detach()
+                    if place.distributed and first_step:
+                        _check_all_params_got_grads(model, cfg)
+                        first_step = False
                     if precision.scaler is not None:
                         # Unscale first so that clipping sees the true gradient norm.
                         precision.scaler.unscale_(optimizer)
@@ -275,12 +317,16 @@ def fit(
                         optimizer.step()
                     scheduler.step()
                     ts.step += 1
+                    if ts.step == crash_at:
+                        os._exit(13)
                     ts.window_steps += 1
                     samples_seen += cfg.data.batch_size
 
                     if ts.step % cfg.train.log_every == 0 or ts.step == total_steps:
                         ts.epoch_loss += ts.window_loss
-                        mean_loss = ts.window_loss.item() / ts.window_steps  # the one sync
+                        # The window's one sync (and, on several processes, its mean).
+                        window = all_reduce_sum([ts.window_loss.item()], place)[0]
+                        mean_loss = window / place.world_size / ts.window_steps
                         ts.window_loss.zero_()
                         ts.window_steps = 0
                         lr = optimizer.param_groups[0]["lr"]
@@ -289,9 +335,10 @@ def fit(
                         elapsed = train_time + time.perf_counter() - t0
                         progress.update(ts.step, epoch, mean_loss, lr, samples_seen / elapsed)
                     if cfg.checkpoint.every_steps and ts.step % cfg.checkpoint.every_steps == 0:
-                        _save(run, f"step-{ts.step}.pt", _checkpoint(ts, run))
-                        ckpt.rotate(run.checkpoints, cfg.checkpoint.keep_last)
-                    stop.raise_if_requested()
+                        _save(run, [f"step-{ts.step}.pt"], ts, place)
+                        if place.is_main:
+                            ckpt.rotate(run.checkpoints, cfg.checkpoint.keep_last)
+                    _stop_if_requested(stop, place)
                     if ts.step >= total_steps:
                         break
                 train_time += time.perf_counter() - t0
@@ -301,10 +348,11 @@ def fit(
                 ts.window_loss.zero_()
                 ts.window_steps = 0
                 steps_this_epoch = ts.step - ts.epoch_start_step
-                fresh = {"train/loss": ts.epoch_loss.item() / steps_this_epoch}
+                epoch_loss = all_reduce_sum([ts.epoch_loss.item()], place)[0] / place.world_size
+                fresh = {"train/loss": epoch_loss / steps_this_epoch}
                 finished = ts.step >= total_steps or epoch == cfg.train.epochs - 1
                 if val_loader is not None and ((epoch + 1) % cfg.train.eval_every == 0 or finished):
-                    val = evaluate(model, val_loader, loss_fn, precision, place.device)
+                    val = evaluate(model, val_loader, loss_fn, precision, place.device, place)
                     for name, value in val.items():
                         fresh[f"val/{name}"] = value
                         run.log(ts.step, epoch, "val", name, value)
@@ -315,15 +363,12 @@ def fit(
                 if improved:
                     ts.best = {"metric": monitor, "value": fresh[monitor], "step": ts.step,
                                "epoch": epoch}  # fmt: skip
-                state = _checkpoint(ts, run)
-                if improved:
-                    _save(run, "best.pt", state)
-                _save(run, "last.pt", state)
+                _save(run, ["best.pt", "last.pt"] if improved else ["last.pt"], ts, place)
                 progress.epoch_line(epoch, cfg.train.epochs, ts.step, ts.metrics)
                 if stopper.should_stop:
                     stop_reason = f"early stop: no better {monitor} in {stopper.patience} evals"
                     break
-                stop.raise_if_requested()
+                _stop_if_requested(stop, place)
             if cfg.train.max_steps and ts.step >= cfg.train.max_steps:
                 stop_reason = "max_steps"
     except KeyboardInterrupt as exc:
@@ -331,7 +376,7 @@ def fit(
         if isinstance(exc, Interrupted) and not exc.abort:
             # Raised at a step boundary: this state resumes exactly. An abort (a second
             # signal) or a bare Ctrl-C may have come mid-step: keep the last checkpoint.
-            _save(run, "last.pt", _checkpoint(ts, run))
+            _save(run, ["last.pt"], ts, place)
         _finish(run, summary, "interrupted", ts, started, train_time, samples_seen)
         console.print(
             f"[yellow]interrupted[/] at step {ts.step}; resume with:\n  trainwell train "
@@ -351,7 +396,8 @@ def fit(
         best_path = run.checkpoints / "best.pt"
         if best_path.exists():
             model.load_state_dict(ckpt.load_checkpoint(best_path)["model"])
-        for name, value in evaluate(model, test_loader, loss_fn, precision, place.device).items():
+        test = evaluate(model, test_loader, loss_fn, precision, place.device, place)
+        for name, value in test.items():
             ts.metrics[f"test/{name}"] = value
             run.log(ts.step, ts.epoch, "test", name, value)
     summary["stop_reason"] = stop_reason
@@ -372,11 +418,13 @@ def evaluate(
     loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
     precision: Precision,
     device: torch.device,
+    place: Placement | None = None,
 ) -> dict[str, float]:
     """Mean loss (and accuracy, for class targets) over ``loader``, in eval mode.
 
-    Sums stay on the device and are read once at the end. The model's train/eval mode
-    is restored afterwards.
+    Sums stay on the device and are read once at the end; on several processes they are
+    summed over ranks, each holding a disjoint shard, so every sample counts once. The
+    model's train/eval mode is restored afterwards.
 
     Example:
         >>> from torch.utils.data import TensorDataset
@@ -405,9 +453,13 @@ def evaluate(
             correct += (outputs.argmax(dim=1) == targets).sum()
         count += n
     model.train(was_training)
-    result = {"loss": loss_sum.item() / max(count, 1)}
-    if classification:
-        result["accuracy"] = correct.item() / max(count, 1)
+    total_loss, total_correct, total, any_class = all_reduce_sum(
+        [loss_sum.item(), correct.item(), count, float(classification)],
+        place or Placement(device),
+    )
+    result = {"loss": total_loss / max(total, 1)}
+    if any_class:
+        result["accuracy"] = total_correct / max(total, 1)
     return result
 
 
@@ -493,6 +545,33 @@ def _preflight(
     return _Task(True, num_classes)
 
 
+def _test_crash_step(place: Placement) -> int:
+    step = os.environ.get("TRAINWELL_TEST_CRASH_AT_STEP")
+    rank = int(os.environ.get("TRAINWELL_TEST_CRASH_RANK", "0"))
+    first_attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") == "0"
+    return int(step) if step and place.rank == rank and first_attempt else -1
+
+
+def _stop_if_requested(stop: GracefulStop, place: Placement) -> None:
+    """Stop at this step boundary if a signal came, on every rank at the same step."""
+    if any_process(stop.requested, place):
+        raise Interrupted(stop.signum or signal.SIGTERM)
+
+
+def _check_all_params_got_grads(model: nn.Module, cfg: Config) -> None:
+    # DDP waits for a gradient of every parameter; one that never gets any fails later
+    # with a cryptic "Expected to have finished reduction". Name them instead.
+    if cfg.dist.find_unused_parameters:
+        return
+    unused = [n for n, p in model.named_parameters() if p.requires_grad and p.grad is None]
+    if unused:
+        shown = ", ".join(unused[:5]) + (f" and {len(unused) - 5} more" if len(unused) > 5 else "")
+        raise UserError(
+            f"parameters that received no gradient under DDP: {shown}; set "
+            "dist.find_unused_parameters=true, or freeze them (requires_grad=False)"
+        )
+
+
 def _check_batch_targets(targets: torch.Tensor, num_classes: int | None) -> None:
     # Targets are still on the CPU here: reading them costs no device sync.
     if num_classes is None or targets.is_floating_point():
@@ -571,10 +650,11 @@ def _train_loader(
 def _eval_loader(cfg: Config, dataset: Dataset | None, place: Placement) -> DataLoader | None:
     if dataset is None:
         return None
+    sampler = ShardSampler(len(dataset), place.rank, place.world_size)  # type: ignore[arg-type]
     return DataLoader(
         dataset,
         batch_size=cfg.data.eval_batch_size,
-        shuffle=False,
+        sampler=sampler,
         num_workers=cfg.data.num_workers,
         pin_memory=cfg.data.pin_memory and place.device.type == "cuda",
         worker_init_fn=seed_worker if cfg.data.num_workers else None,
@@ -584,11 +664,6 @@ def _eval_loader(cfg: Config, dataset: Dataset | None, place: Placement) -> Data
         generator=torch.Generator().manual_seed(cfg.run.seed),
         persistent_workers=cfg.data.num_workers > 0,
     )
-
-
-def _short(name: str) -> str:
-    """A folder-safe short form of a built-in name or an import path."""
-    return name.rsplit(":", 1)[-1].rsplit(".", 1)[-1] or "run"
 
 
 # ---- checkpoint state --------------------------------------------------------------------
@@ -707,7 +782,7 @@ class TrainState:
             self.window_steps = int(loop["window_steps"])
 
 
-def restore_rng(state: dict[str, Any], device: torch.device) -> None:
+def restore_rng(state: dict[str, Any]) -> None:
     """Put every RNG back where the checkpoint found it."""
     random.setstate(state["python"])
     np_state = state["numpy"]
@@ -745,13 +820,63 @@ def _resume_point(
     return path, ckpt.load_checkpoint(path)
 
 
-def _save(run: RunDir, name: str, state: dict[str, Any]) -> None:
-    try:
-        ckpt.save_atomic(state, run.checkpoints / name)
-    except OSError as exc:
-        # A full disk or a permission error: stop with a clear message; the previous
-        # checkpoint of that name is intact.
-        raise UserError(str(exc)) from exc
+def _save(run: RunDir, names: list[str], ts: TrainState, place: Placement) -> None:
+    """Write checkpoints from rank 0 while the other ranks wait for the outcome.
+
+    Every rank's RNG state goes in (exact resume on N processes). A write that fails (a
+    full disk, no permission) stops every rank with a clear error, never a hang; the
+    previous file of that name is intact.
+    """
+    rngs = gather_objects(rng_state(), place) if place.distributed else None
+    error = None
+    if place.is_main:
+        state = _checkpoint(ts, run)
+        if rngs is not None:
+            state["rng_per_rank"] = rngs
+        try:
+            for name in names:
+                ckpt.save_atomic(state, run.checkpoints / name)
+        except OSError as exc:
+            error = str(exc)
+    if any_process(error is not None, place):
+        raise UserError(error or "rank 0 could not write a checkpoint (see its error)")
+
+
+def _open_run_dir(
+    cfg: Config,
+    path: Path,
+    resume: str | Path | None,
+    resumed: tuple[Path, dict[str, Any]] | None,
+    place: Placement,
+) -> RunDir:
+    """Rank 0 creates or reopens the run directory; other ranks get a :class:`NullRunDir`.
+
+    A refusal (the folder holds a completed run) reaches every rank, so none hangs.
+    """
+    # Without run.dir, rank 0's timestamped path is everyone's.
+    path = broadcast_object(path, place)
+    run: RunDir = NullRunDir(path)
+    error = None
+    if place.is_main:
+        try:
+            if resume is None:
+                run = RunDir.create(path)
+            else:
+                # Resuming, or --resume auto with nothing to resume (a first launch, a
+                # job killed before its first checkpoint): continue in that directory.
+                remove_stale_temporaries(path)
+                keep = int(resumed[1].get("log_rows", 0)) if resumed else 0
+                run = RunDir.reopen(path, keep_rows=keep)
+            run.write_text("config.yaml", config_mod.to_yaml(cfg))
+            from trainwell import env
+
+            run.write_text("env.json", env.to_json(env.collect()))
+        except UserError as exc:
+            error = str(exc)
+    error = broadcast_object(error, place)
+    if error:
+        raise UserError(error)
+    return run
 
 
 def _finish(

@@ -56,6 +56,15 @@ class RunConfig:
         )
 
 
+def default_name(data_name: str, model_name: str) -> str:
+    """``<data>-<model>``, import paths shortened to their last part (folder-safe)."""
+
+    def short(name: str) -> str:
+        return name.rsplit(":", 1)[-1].rsplit(".", 1)[-1] or "run"
+
+    return f"{short(data_name)}-{short(model_name)}"
+
+
 def new_run_path(cfg: RunConfig, default_name: str, root: Path = Path("runs")) -> Path:
     """The run directory: ``run.dir`` as given, or a new timestamped folder under ``runs/``."""
     if cfg.dir:
@@ -167,6 +176,22 @@ class RunDir:
     def plot_curves(self) -> None:
         """curves.png: loss (train and val), the other metrics, and the learning rate."""
         plot_curves(self.rows, self.path / "curves.png")
+
+
+class NullRunDir(RunDir):
+    """What ranks other than 0 hold: the run's path, and writes that do nothing."""
+
+    def write_text(self, name: str, text: str) -> None:
+        pass
+
+    def log(self, step: int, epoch: int, split: str, name: str, value: float) -> None:
+        pass
+
+    def flush(self) -> None:
+        pass
+
+    def plot_curves(self) -> None:
+        pass
 
 
 def _read_status(summary: Path) -> str:
