@@ -244,3 +244,25 @@ def test_global_batch_must_split_over_processes(tmp_path):
                          "run.dir=run", cwd=tmp_path)  # fmt: skip
     assert proc.returncode == 2
     assert "does not split into 2 processes" in proc.stderr
+
+
+def test_sync_batchnorm_on_the_cpu_is_a_clear_error(tmp_path):
+    # DDP accepts SyncBatchNorm in GPU modules only; say so instead of its traceback.
+    proc = trainwell_cmd("train", "--nproc", "2", "train.max_steps=2", "train.epochs=1",
+                         "dist.sync_batchnorm=true", "run.dir=run", cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == 2
+    assert "dist.sync_batchnorm needs CUDA devices" in proc.stderr
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA devices")
+def test_sync_batchnorm_on_two_gpus_matches_batchnorm_on_one(tmp_path):
+    cnn = ["data.name=digits", "model.name=simple_cnn", "model.kwargs.dropout=0.0",
+           "train.precision=fp32", "train.max_steps=10", "train.epochs=1"]  # fmt: skip
+    proc = trainwell_cmd("train", "--nproc", "2", *cnn, "dist.sync_batchnorm=true",
+                         "run.dir=two", cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    single = trainwell.fit(load_config(overrides=[*cnn, f"run.dir={tmp_path / 'one'}"]),
+                           console=Console(quiet=True))  # fmt: skip
+    two = weights(tmp_path / "two")
+    for name, tensor in single.model.state_dict().items():
+        torch.testing.assert_close(two[name], tensor.cpu(), rtol=1e-4, atol=1e-5)

@@ -131,6 +131,12 @@ def wrap(model: nn.Module, place: Placement, cfg: DistConfig) -> nn.Module:
     if not place.distributed:
         return model
     if cfg.sync_batchnorm:
+        if place.device.type != "cuda":
+            raise UserError(
+                "dist.sync_batchnorm needs CUDA devices: PyTorch's DDP accepts SyncBatchNorm "
+                "only in GPU modules; on the CPU, leave it off (each process normalizes its "
+                "own micro-batch)"
+            )
         model = nn.SyncBatchNorm.convert_sync_batchnorm(model)
     device_ids = [place.device.index] if place.device.type == "cuda" else None
     return nn.parallel.DistributedDataParallel(

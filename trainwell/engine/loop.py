@@ -264,6 +264,10 @@ def _fit(
     # Test-only: a worker that dies at a chosen step on the first attempt, to exercise
     # the launcher's restarts (read once here, not in the hot path).
     crash_at = _test_crash_step(place)
+    # A signal is honoured at a step boundary. On several processes the ranks must agree
+    # on which one, which takes a collective (and a device sync on CUDA): do it at the
+    # log points only, where the loop syncs anyway.
+    stop_check_every = cfg.train.log_every if place.distributed else 1
     try:
         with GracefulStop() as stop:
             for epoch in range(start_epoch, cfg.train.epochs):
@@ -338,7 +342,8 @@ def _fit(
                         _save(run, [f"step-{ts.step}.pt"], ts, place)
                         if place.is_main:
                             ckpt.rotate(run.checkpoints, cfg.checkpoint.keep_last)
-                    _stop_if_requested(stop, place)
+                    if ts.step % stop_check_every == 0:
+                        _stop_if_requested(stop, place)
                     if ts.step >= total_steps:
                         break
                 train_time += time.perf_counter() - t0
