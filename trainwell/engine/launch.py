@@ -10,6 +10,7 @@ training run needs from it: one run directory for every rank and every restart, 
 from __future__ import annotations
 
 import signal
+import tempfile
 from dataclasses import dataclass
 
 from trainwell.errors import UserError
@@ -69,8 +70,11 @@ def launch(opts: LaunchOptions, worker_args: list[str]) -> int:
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.run import main as torchrun_main
 
+    # torchrun keeps per-attempt log folders; without --log-dir it leaves a new
+    # torchelastic_* folder in the system temp folder at every launch.
+    logs = tempfile.TemporaryDirectory(prefix="trainwell-launch-")
     try:
-        torchrun_main(torchrun_args(opts, worker_args))
+        torchrun_main(["--log-dir", logs.name, *torchrun_args(opts, worker_args)])
     except ChildFailedError as exc:
         # The first worker to fail is the cause (the launcher then stops the others); its
         # own clear error (exit code 2, bad input) stays exit code 2.
@@ -80,4 +84,6 @@ def launch(opts: LaunchOptions, worker_args: list[str]) -> int:
         return 128 + int(exc.sigval)
     except KeyboardInterrupt:
         return 128 + int(signal.SIGINT)
+    finally:
+        logs.cleanup()
     return 0
