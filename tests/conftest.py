@@ -14,6 +14,17 @@ from trainwell.cli import main
 
 REPO = Path(__file__).resolve().parent.parent
 
+# A small, fast run: synthetic data (8 features, 4 classes), an MLP, 14 steps per epoch.
+SYNTHETIC = [
+    "data.name=synthetic",
+    "data.kwargs.num_samples=512",
+    "data.kwargs.shape=[8]",
+    "data.kwargs.num_classes=4",
+    "data.batch_size=32",
+    "model.name=mlp",
+    "model.kwargs.hidden=[32]",
+]
+
 
 @pytest.fixture
 def cli(tmp_path, monkeypatch, capsys):

@@ -16,7 +16,7 @@ import torch
 from rich.console import Console
 
 import trainwell
-from tests.conftest import REPO, read_summary
+from tests.conftest import REPO, SYNTHETIC, read_summary
 from trainwell.config import load_config
 from trainwell.engine.checkpoint import load_checkpoint
 
@@ -25,13 +25,7 @@ pytestmark = pytest.mark.skipif(
 )
 
 BASE = [
-    "data.name=synthetic",
-    "data.kwargs.num_samples=512",
-    "data.kwargs.shape=[8]",
-    "data.kwargs.num_classes=4",
-    "data.batch_size=32",
-    "model.name=mlp",
-    "model.kwargs.hidden=[32]",
+    *SYNTHETIC,
     "model.kwargs.dropout=0.0",
     "train.precision=fp32",
     "train.epochs=3",

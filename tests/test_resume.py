@@ -17,7 +17,7 @@ from rich.console import Console
 from torch.utils.data import TensorDataset
 
 import trainwell
-from tests.conftest import REPO, read_summary, run_subprocess
+from tests.conftest import REPO, SYNTHETIC, read_summary, run_subprocess
 from trainwell.config import load_config
 from trainwell.engine.checkpoint import load_checkpoint
 from trainwell.engine.loop import ResumableSampler
@@ -27,13 +27,7 @@ from trainwell.errors import UserError
 QUIET = Console(quiet=True)
 
 SMALL = [
-    "data.name=synthetic",
-    "data.kwargs.num_samples=512",
-    "data.kwargs.shape=[8]",
-    "data.kwargs.num_classes=4",
-    "data.batch_size=32",
-    "model.name=mlp",
-    "model.kwargs.hidden=[32]",
+    *SYNTHETIC,
     "train.epochs=3",
     "train.log_every=3",
     "checkpoint.every_steps=5",

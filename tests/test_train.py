@@ -13,7 +13,7 @@ import torch
 from torch.utils.data import TensorDataset
 
 import trainwell
-from tests.conftest import read_summary, run_subprocess
+from tests.conftest import SYNTHETIC, read_summary, run_subprocess
 from trainwell.config import load_config
 from trainwell.engine.checkpoint import load_checkpoint
 from trainwell.errors import UserError
@@ -24,19 +24,7 @@ def cfg_for(tmp_path, *overrides: str, name: str = "run"):
 
 
 def synthetic_cfg(tmp_path, *overrides: str, name: str = "run"):
-    return cfg_for(
-        tmp_path,
-        "data.name=synthetic",
-        "data.kwargs.num_samples=512",
-        "data.kwargs.shape=[8]",
-        "data.kwargs.num_classes=4",
-        "data.batch_size=32",
-        "model.name=mlp",
-        "model.kwargs.hidden=[32]",
-        "train.epochs=2",
-        *overrides,
-        name=name,
-    )
+    return cfg_for(tmp_path, *SYNTHETIC, "train.epochs=2", *overrides, name=name)
 
 
 def test_digits_run_directory(tmp_path):
