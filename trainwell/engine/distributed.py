@@ -116,6 +116,12 @@ def setup(requested_device: str, cfg: DistConfig | None = None) -> Placement:
     return Placement(device=device, rank=rank, world_size=world_size, local_rank=local_rank)
 
 
+def barrier(place: Placement) -> None:
+    """Wait for every process (nothing to wait for on one)."""
+    if place.distributed:
+        dist.barrier()
+
+
 def teardown() -> None:
     """Leave the process group (safe to call when none was joined)."""
     if dist.is_available() and dist.is_initialized():

@@ -43,6 +43,7 @@ from trainwell.engine.distributed import (
     ShardSampler,
     all_reduce_sum,
     any_process,
+    barrier,
     broadcast_object,
     gather_objects,
     no_sync,
@@ -125,8 +126,12 @@ def fit(
     try:
         # Only rank 0 talks; the others would repeat every line.
         console = (console or Console()) if place.is_main else Console(quiet=True)
-        return _fit(cfg, place, model, train_data, val_data, test_data, loss_fn, resume,
-                    dry_run, console)  # fmt: skip
+        result = _fit(cfg, place, model, train_data, val_data, test_data, loss_fn, resume,
+                      dry_run, console)  # fmt: skip
+        # No rank leaves the group while another still works (rank 0 writes the summary
+        # and plots last): gloo aborts a process whose peer vanished mid-conversation.
+        barrier(place)
+        return result
     finally:
         teardown()
 
