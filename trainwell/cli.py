@@ -148,11 +148,15 @@ def _launch(args: argparse.Namespace, cfg) -> int:
         worker.append("--dry-run")
     resume = args.resume
     if not args.dry_run:
-        # One run directory for every rank, node and restart, chosen before any starts.
+        if opts.nnodes > 1 and opts.max_restarts and not cfg.run.dir:
+            # Every node must find the same checkpoints after a restart.
+            raise UserError("restarts on several nodes need run.dir, on storage all nodes share")
+        # One run directory for every rank and restart, chosen before any starts.
         run_dir = new_run_path(cfg.run, default_name(cfg.data.name, cfg.model.name))
         if resume is None and opts.node_rank == 0:
             RunDir.create(run_dir)  # refuses a completed run before anything is launched
-            resume = "auto" if opts.max_restarts else None
+        if resume is None and opts.max_restarts:
+            resume = "auto"  # a restarted group continues from its newest checkpoint
         worker.append(f"run.dir={run_dir}")
     if resume is not None:
         worker += ["--resume", str(resume)]
