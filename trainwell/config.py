@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import types
 import typing
 from dataclasses import dataclass
 from pathlib import Path
@@ -257,7 +258,7 @@ def _type_message(exc: ValidationError) -> str:
 
 def _type_name(hint: Any) -> str:
     args = [a for a in typing.get_args(hint) if a is not type(None)]
-    if typing.get_origin(hint) in (typing.Union, getattr(__import__("types"), "UnionType", ())):
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
         return " or ".join(_type_name(a) for a in args) + " or null"
     origin = typing.get_origin(hint)
     if origin is list:

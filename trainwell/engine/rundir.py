@@ -65,12 +65,12 @@ def default_name(data_name: str, model_name: str) -> str:
     return f"{short(data_name)}-{short(model_name)}"
 
 
-def new_run_path(cfg: RunConfig, default_name: str, root: Path = Path("runs")) -> Path:
+def new_run_path(cfg: RunConfig, fallback_name: str, root: Path = Path("runs")) -> Path:
     """The run directory: ``run.dir`` as given, or a new timestamped folder under ``runs/``."""
     if cfg.dir:
         return Path(cfg.dir)
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    base = root / f"{stamp}-{cfg.name or default_name}"
+    base = root / f"{stamp}-{cfg.name or fallback_name}"
     path, n = base, 1
     while path.exists():  # two runs started in the same second
         n += 1
