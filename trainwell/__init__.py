@@ -11,8 +11,9 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
+from trainwell import doctor  # noqa: E402
 from trainwell.config import Config, load_config  # noqa: E402
 from trainwell.engine.loop import FitResult, fit  # noqa: E402
 from trainwell.errors import UserError  # noqa: E402
 
-__all__ = ["Config", "FitResult", "UserError", "__version__", "fit", "load_config"]
+__all__ = ["Config", "FitResult", "UserError", "__version__", "doctor", "fit", "load_config"]

@@ -80,6 +80,18 @@ def _parser() -> argparse.ArgumentParser:
     export.add_argument("--output", metavar="PATH", help="where to write (default: beside it)")
     export.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="")
 
+    doctor = sub.add_parser(
+        "doctor",
+        help="run your own training script under the doctor and report its pitfalls",
+        description="Runs SCRIPT as `python SCRIPT ARGS` would, watching its training "
+        "through PyTorch's hooks; options go before the script, all after it to the script.",
+    )
+    doctor.add_argument("--max-steps", type=int, metavar="N", help="stop after N optimizer steps")
+    doctor.add_argument("--json", metavar="PATH", help="also write the findings as JSON")
+    doctor.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="")
+    doctor.add_argument("script", metavar="SCRIPT")
+    doctor.add_argument("script_args", nargs=argparse.REMAINDER, metavar="ARGS")
+
     env = sub.add_parser("env", help="what this machine offers PyTorch, and what is wrong")
     env.add_argument("--json", action="store_true", help="print JSON instead of a report")
     env.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="")
@@ -96,6 +108,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _env(args)
         if args.command == "export":
             return _export(args)
+        if args.command == "doctor":
+            from trainwell.doctor.runner import run_script
+
+            return run_script(args.script, args.script_args, args.max_steps, args.json)
         _parser().print_help()
         return 2
     except UserError as exc:

@@ -12,5 +12,5 @@ class DoctorConfig:
     """The doctor's settings."""
 
     enabled: bool = option(
-        True, "run the doctor's probes during training (no probes ship in this version yet)"
+        True, "run the doctor's probes during training; findings go to doctor.json"
     )

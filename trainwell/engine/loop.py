@@ -16,6 +16,7 @@ runs every ``train.log_every`` steps, not every step.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import random
@@ -36,6 +37,9 @@ import trainwell
 from trainwell import config as config_mod
 from trainwell.config import Config, load_config
 from trainwell.data import DataSplits, build_data, check_labels, targets_of
+from trainwell.doctor.findings import render
+from trainwell.doctor.findings import to_json as doctor_json
+from trainwell.doctor.frame import Doctor
 from trainwell.engine import checkpoint as ckpt
 from trainwell.engine.distributed import (
     DistConfig,
@@ -126,8 +130,13 @@ def fit(
     try:
         # Only rank 0 talks; the others would repeat every line.
         console = (console or Console()) if place.is_main else Console(quiet=True)
-        result = _fit(cfg, place, model, train_data, val_data, test_data, loss_fn, resume,
-                      dry_run, console)  # fmt: skip
+        doc = None
+        if cfg.doctor.enabled and not dry_run:
+            # Findings print as they appear, and land in doctor.json with the run.
+            doc = Doctor(on_finding=lambda f: console.print(render(f), markup=False))
+        with doc if doc is not None else contextlib.nullcontext():
+            result = _fit(cfg, place, model, train_data, val_data, test_data, loss_fn,
+                          resume, dry_run, console, doc)  # fmt: skip
         # No rank leaves the group while another still works (rank 0 writes the summary
         # and plots last): gloo aborts a process whose peer vanished mid-conversation.
         barrier(place)
@@ -147,6 +156,7 @@ def _fit(
     resume: str | Path | None,
     dry_run: bool,
     console: Console,
+    doc: Doctor | None,
 ) -> FitResult:
     set_deterministic(cfg.run.deterministic)
     seed_everything(cfg.run.seed)
@@ -387,7 +397,7 @@ def _fit(
             # Raised at a step boundary: this state resumes exactly. An abort (a second
             # signal) or a bare Ctrl-C may have come mid-step: keep the last checkpoint.
             _save(run, ["last.pt"], ts, place)
-        _finish(run, summary, "interrupted", ts, started, train_time, samples_seen)
+        _finish(run, summary, "interrupted", ts, started, train_time, samples_seen, doc)
         console.print(
             f"[yellow]interrupted[/] at step {ts.step}; resume with:\n  trainwell train "
             f"--config {run.path / 'config.yaml'} run.dir={run.path} --resume auto",
@@ -397,7 +407,7 @@ def _fit(
     except BaseException as exc:
         progress.close()
         summary["error"] = f"{type(exc).__name__}: {exc}"
-        _finish(run, summary, "failed", ts, started, train_time, samples_seen)
+        _finish(run, summary, "failed", ts, started, train_time, samples_seen, doc)
         raise
     progress.close()
 
@@ -411,7 +421,7 @@ def _fit(
             ts.metrics[f"test/{name}"] = value
             run.log(ts.step, ts.epoch, "test", name, value)
     summary["stop_reason"] = stop_reason
-    _finish(run, summary, "completed", ts, started, train_time, samples_seen)
+    _finish(run, summary, "completed", ts, started, train_time, samples_seen, doc)
     shown = ", ".join(f"{k} {v:.4f}" for k, v in ts.metrics.items())
     console.print(f"[green]done[/] in {summary['wall_time_s']:.1f}s: {shown}", highlight=False)
     console.print(f"run directory: {run.path}", highlight=False)
@@ -897,8 +907,11 @@ def _finish(
     started: float,
     train_time: float,
     samples: int,
+    doc: Doctor | None,
 ) -> None:
     run.flush()
+    if doc is not None:
+        run.write_text("doctor.json", doctor_json(doc.findings, steps=doc.steps))
     summary.update(
         status=status,
         steps=ts.step,

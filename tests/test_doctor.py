@@ -1,0 +1,135 @@
+"""The doctor on a corpus of small real scripts: the exact code and line of every
+expected finding (``# expect: CODE`` comments), and silence on correct code."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+import trainwell
+from trainwell.cli import main
+
+CORPUS = Path(__file__).parent / "doctor_corpus"
+SCRIPTS = sorted(p for p in CORPUS.glob("*.py") if not p.name.startswith("_"))
+EXPECT = re.compile(r"#\s*expect(-related)?:\s*([a-z-]+)")
+
+
+def expectations(script: Path) -> tuple[set[tuple[str, int]], set[tuple[str, int]]]:
+    found, related = set(), set()
+    for lineno, text in enumerate(script.read_text().splitlines(), start=1):
+        for m in EXPECT.finditer(text):
+            (related if m.group(1) else found).add((m.group(2), lineno))
+    return found, related
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.stem)
+def test_corpus(script, tmp_path, capsys):
+    out = tmp_path / "findings.json"
+    code = main(["doctor", "--json", str(out), str(script)])
+    assert code == 0, capsys.readouterr().err
+    report = json.loads(out.read_text())
+    findings = [f for f in report["findings"] if f["severity"] in ("warning", "error")]
+    got = {(f["code"], f["line"]) for f in findings}
+    expected, expected_related = expectations(script)
+    assert got == expected, capsys.readouterr().err
+    assert all(Path(f["file"]).resolve() == script.resolve() for f in findings)
+    for code_, line in expected_related:
+        finding = next(f for f in findings if f["code"] == code_)
+        assert {"file": str(script), "line": line} in [
+            {"file": r["file"], "line": r["line"]} for r in finding["related"]
+        ]
+    assert report["exit_code"] == 0
+
+
+def test_report_is_printed_as_blocks(capsys):
+    main(["doctor", str(CORPUS / "leak_list_append.py")])
+    err = capsys.readouterr().err
+    assert "error[graph-retained] " in err and "leak_list_append.py:13" in err
+    assert "fix: store loss.item()" in err
+
+
+def test_max_steps_stops_the_script_and_keeps_the_report(tmp_path, capsys):
+    out = tmp_path / "f.json"
+    code = main(["doctor", "--max-steps", "5", "--json", str(out),
+                 str(CORPUS / "leak_list_append.py")])  # fmt: skip
+    report = json.loads(out.read_text())
+    assert code == 0 and report["steps"] == 5 and report["stopped_early"] is True
+    assert "(stopped at --max-steps)" in capsys.readouterr().err
+
+
+def test_script_args_exit_code_and_crash_pass_through(tmp_path, capsys):
+    script = tmp_path / "s.py"
+    script.write_text("import sys\nprint('args', sys.argv[1:])\nsys.exit(int(sys.argv[1]))\n")
+    assert main(["doctor", str(script), "3", "--flag"]) == 3
+    assert "args ['3', '--flag']" in capsys.readouterr().out
+    crash = tmp_path / "c.py"
+    crash.write_text("raise RuntimeError('boom')\n")
+    assert main(["doctor", str(crash)]) == 1
+    err = capsys.readouterr().err
+    assert "RuntimeError: boom" in err and "trainwell doctor: 0 optimizer steps" in err
+
+
+def test_missing_script_is_one_line(capsys):
+    assert main(["doctor", "nope.py"]) == 2
+    assert (
+        capsys.readouterr().err.strip() == "trainwell: error: doctor: script nope.py does not exist"
+    )
+
+
+def test_watch_around_a_hand_written_loop_and_hooks_removed():
+    backward = torch.Tensor.backward
+    model = torch.nn.Linear(4, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    kept = []
+    with trainwell.doctor.watch() as doc:
+        for _ in range(6):
+            opt.zero_grad()
+            loss = model(torch.randn(8, 4)).pow(2).mean()
+            loss.backward()
+            opt.step()
+            kept.append(loss)
+    assert [f.code for f in doc.findings] == ["graph-retained"]
+    assert "graph-retained" in doc.report()
+    assert torch.Tensor.backward is backward
+    assert not torch.nn.modules.module._global_forward_hooks
+
+
+LEAKY_MODEL = """
+import torch
+from torch import nn
+
+
+class Net(nn.Module):
+    def __init__(self, num_classes=4, input_shape=(8,)):
+        super().__init__()
+        self.body = nn.Linear(8, num_classes)
+        self.outputs = []
+
+    def forward(self, x):
+        out = self.body(x)
+        self.outputs.append(out)
+        return out
+"""
+
+
+def test_the_engine_runs_the_doctor_and_writes_doctor_json(cli, tmp_path):
+    from tests.conftest import SYNTHETIC
+
+    (tmp_path / "leaky.py").write_text(LEAKY_MODEL)
+    base = [a for a in SYNTHETIC if not a.startswith("model.")]
+    code, out, err = cli("train", *base, "model.name=leaky:Net", "train.epochs=1", "run.dir=run")
+    assert code == 0, err
+    findings = json.loads((tmp_path / "run" / "doctor.json").read_text())["findings"]
+    assert [(f["code"], Path(f["file"]).name, f["line"]) for f in findings] == [
+        ("graph-retained", "leaky.py", 14)
+    ]
+    assert "error[graph-retained]" in out  # printed as it appeared
+    code, _, err = cli("train", *SYNTHETIC, "train.epochs=1", "run.dir=clean")
+    assert code == 0, err
+    assert json.loads((tmp_path / "clean" / "doctor.json").read_text())["findings"] == []
+    code, _, err = cli("train", *SYNTHETIC, "train.epochs=1", "run.dir=off", "doctor.enabled=false")
+    assert code == 0 and not (tmp_path / "off" / "doctor.json").exists()

@@ -1,0 +1,208 @@
+"""The doctor's frame: training events from PyTorch's global hooks, dispatched to probes.
+
+A user's own script is watched with no code change: global module forward hooks,
+global optimizer step hooks and a wrapper around ``Tensor.backward`` turn its training
+into events (root forward, backward, optimizer step). Probes are plain objects with any
+of ``on_forward``, ``on_backward``, ``on_step``, ``on_end`` (duck-typed, as Lightning
+Fabric calls callbacks); each reports findings through :meth:`Doctor.add`, once per
+(code, file, line). Everything installed is removed on exit.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import sysconfig
+import types
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+import trainwell
+from trainwell.doctor.findings import Finding
+
+_LIBRARY_DIRS = tuple(
+    os.path.dirname(p) + os.sep for p in (torch.__file__, trainwell.__file__)
+) + tuple(p + os.sep for p in {sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["purelib"]})
+
+
+def is_user_file(filename: str) -> bool:
+    """Code the user wrote: not torch, not trainwell, not the standard library or
+    installed packages (the doctor never points into those)."""
+    if filename.startswith("<"):
+        return False
+    path = os.path.abspath(filename)
+    return not path.startswith(_LIBRARY_DIRS)
+
+
+def user_frame(skip: int = 1) -> types.FrameType | None:
+    """The innermost frame of user code on the current stack."""
+    frame: types.FrameType | None = sys._getframe(skip)
+    while frame is not None and not is_user_file(frame.f_code.co_filename):
+        frame = frame.f_back
+    return frame
+
+
+@dataclass
+class Site:
+    """A place in the user's code."""
+
+    file: str
+    line: int
+
+    @classmethod
+    def of(cls, frame: types.FrameType | None) -> Site | None:
+        if frame is None:
+            return None
+        return cls(frame.f_code.co_filename, frame.f_lineno)
+
+
+@dataclass
+class ForwardEvent:
+    module: nn.Module
+    output: Any
+    grad_enabled: bool
+    site: Site | None
+
+
+@dataclass
+class BackwardEvent:
+    tensor: torch.Tensor
+    retain_graph: bool
+    site: Site | None
+
+
+@dataclass
+class StepEvent:
+    optimizer: torch.optim.Optimizer
+    step: int
+    frame: types.FrameType | None
+
+
+class StopTraining(BaseException):
+    """Raised from the optimizer step hook to stop a script after ``max_steps`` steps.
+
+    A BaseException, so a script's ``except Exception`` does not swallow it.
+    """
+
+
+class Doctor:
+    """Watches training through global hooks and collects findings.
+
+    Example:
+        >>> doc = Doctor(probes=[])
+        >>> with doc:
+        ...     pass
+        >>> doc.findings
+        []
+    """
+
+    def __init__(
+        self,
+        probes: list[Any] | None = None,
+        max_steps: int | None = None,
+        on_finding: Any = None,
+    ) -> None:
+        if probes is None:
+            from trainwell.doctor.probes import default_probes
+
+            probes = default_probes()
+        self.probes = probes
+        self.max_steps = max_steps
+        self.on_finding = on_finding  # called with each new finding (the engine prints it)
+        self.findings: list[Finding] = []
+        self.steps = 0
+        self._keys: set[tuple[str, str, int]] = set()
+        self._depth = 0
+        self._handles: list[Any] = []
+        self._original_backward: Any = None
+
+    # ---- reporting ------------------------------------------------------------------------
+
+    def add(self, finding: Finding) -> None:
+        """Keep ``finding`` unless the same (code, file, line) was reported already."""
+        if finding.key not in self._keys:
+            self._keys.add(finding.key)
+            self.findings.append(finding)
+            if self.on_finding is not None:
+                self.on_finding(finding)
+
+    # ---- installing the hooks ---------------------------------------------------------------
+
+    def __enter__(self) -> Doctor:
+        self.install()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.uninstall()
+        self.end()
+
+    def install(self) -> None:
+        from torch.nn.modules import module as module_mod
+        from torch.optim import optimizer as optimizer_mod
+
+        self._handles = [
+            module_mod.register_module_forward_pre_hook(self._pre_forward),
+            module_mod.register_module_forward_hook(self._post_forward),
+            optimizer_mod.register_optimizer_step_post_hook(self._post_step),
+        ]
+        self._original_backward = torch.Tensor.backward
+        doctor, original = self, self._original_backward
+
+        def backward(tensor, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+            doctor._on_backward(tensor, bool(retain_graph))
+            return original(tensor, gradient, retain_graph, create_graph, inputs)
+
+        torch.Tensor.backward = backward  # type: ignore[method-assign]
+
+    def uninstall(self) -> None:
+        for handle in self._handles:
+            handle.remove()
+        self._handles = []
+        if self._original_backward is not None:
+            torch.Tensor.backward = self._original_backward  # type: ignore[method-assign]
+            self._original_backward = None
+
+    def report(self) -> str:
+        """The findings as text, one block each."""
+        from trainwell.doctor.runner import report_text
+
+        return report_text(self)
+
+    def end(self) -> None:
+        """The run is over: probes that judge the whole run speak now."""
+        for probe in self.probes:
+            if hasattr(probe, "on_end"):
+                probe.on_end(self)
+
+    # ---- events -------------------------------------------------------------------------------
+
+    def _pre_forward(self, module: nn.Module, args: Any) -> None:
+        self._depth += 1
+
+    def _post_forward(self, module: nn.Module, args: Any, output: Any) -> None:
+        self._depth -= 1
+        if self._depth != 0:
+            return  # only the outermost module call is a model's forward
+        event = ForwardEvent(module, output, torch.is_grad_enabled(), Site.of(user_frame(2)))
+        for probe in self.probes:
+            if hasattr(probe, "on_forward"):
+                probe.on_forward(self, event)
+
+    def _on_backward(self, tensor: torch.Tensor, retain_graph: bool) -> None:
+        event = BackwardEvent(tensor, retain_graph, Site.of(user_frame(3)))
+        for probe in self.probes:
+            if hasattr(probe, "on_backward"):
+                probe.on_backward(self, event)
+
+    def _post_step(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+        self.steps += 1
+        event = StepEvent(optimizer, self.steps, user_frame(2))
+        for probe in self.probes:
+            if hasattr(probe, "on_step"):
+                probe.on_step(self, event)
+        del event  # holds the user's frame: let it go before the script continues
+        if self.max_steps is not None and self.steps >= self.max_steps:
+            raise StopTraining(f"stopped after {self.steps} optimizer steps")

@@ -1,0 +1,452 @@
+"""The memory probes: graphs kept alive across steps, retained graphs, eval with grad.
+
+Each probe is a plain object with ``on_forward`` / ``on_backward`` / ``on_step`` /
+``on_end`` methods (any subset), called by :class:`trainwell.doctor.frame.Doctor`.
+Precision comes first: a probe reports only what it has seen persist over several
+steps, so correct scripts stay silent.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import types
+import weakref
+from collections import deque
+from typing import Any
+
+import torch
+from torch import nn
+
+from trainwell.doctor.findings import Finding
+from trainwell.doctor.frame import BackwardEvent, ForwardEvent, StepEvent, is_user_file
+
+
+def default_probes() -> list[Any]:
+    return [RetainGraphProbe(), EvalBuildsGraphProbe(), GraphRetainedProbe()]
+
+
+# ---- retain-graph ------------------------------------------------------------------------
+
+
+class RetainGraphProbe:
+    """``backward(retain_graph=True)`` as the last backward of step after step.
+
+    Keeping the graph is needed when a second backward goes through it in the same step
+    (a GAN, two losses); when no backward follows before the optimizer step, the graph
+    is kept for nothing, every step.
+    """
+
+    STEPS = 3
+
+    def __init__(self) -> None:
+        self.last: BackwardEvent | None = None
+        self.streak = 0
+
+    def on_backward(self, doc: Any, event: BackwardEvent) -> None:
+        self.last = event
+
+    def on_step(self, doc: Any, event: StepEvent) -> None:
+        last, self.last = self.last, None
+        if last is None or not last.retain_graph or last.site is None:
+            self.streak = 0
+            return
+        self.streak += 1
+        if self.streak >= self.STEPS:
+            doc.add(
+                Finding(
+                    code="retain-graph",
+                    severity="warning",
+                    file=last.site.file,
+                    line=last.site.line,
+                    message="backward(retain_graph=True) every step, with no later backward "
+                    "through that graph: each step's graph is kept alive for nothing",
+                    why="the activations of the whole step stay in memory until the tensor "
+                    "is freed, and longer if it is stored",
+                    fix="drop retain_graph=True (keep it only on the first of two backward "
+                    "calls that share a graph)",
+                    evidence={"steps_observed": self.streak},
+                )
+            )
+
+
+# ---- eval-builds-graph ---------------------------------------------------------------------
+
+
+class EvalBuildsGraphProbe:
+    """Forward passes that build a graph no backward will use: evaluation without
+    ``torch.no_grad()`` / ``torch.inference_mode()``.
+
+    Two signals: a model in eval mode called with grad enabled on trainable weights; and
+    a run of grad-enabled forwards with no backward at all between them, longer than any
+    seen while training.
+    """
+
+    def __init__(self) -> None:
+        self.since_backward: list[ForwardEvent] = []
+        self.longest_training_run = 0
+        self.backwards = 0
+
+    def on_forward(self, doc: Any, event: ForwardEvent) -> None:
+        if not event.grad_enabled or event.site is None or not _requires_grad(event.output):
+            return
+        if not event.module.training:
+            self._report(doc, event, "the model is in eval mode but grad is enabled")
+            return
+        self.since_backward.append(event)
+        # Several forwards per backward are legitimate (two inputs, one loss, an RNN
+        # unrolled): judge only once training has shown its pattern (a few backward
+        # calls), and only a run clearly longer than any that led to a backward.
+        if self.backwards >= 2 and len(self.since_backward) >= max(
+            3, 2 * self.longest_training_run + 1
+        ):
+            self._report(doc, self.since_backward[-1], "no backward follows these forwards")
+
+    def on_backward(self, doc: Any, event: BackwardEvent) -> None:
+        self.longest_training_run = max(self.longest_training_run, len(self.since_backward))
+        self.since_backward = []
+        self.backwards += 1
+
+    def _report(self, doc: Any, event: ForwardEvent, signal: str) -> None:
+        assert event.site is not None
+        doc.add(
+            Finding(
+                code="eval-builds-graph",
+                severity="warning",
+                file=event.site.file,
+                line=event.site.line,
+                message=f"forward pass with grad enabled that never reaches backward ({signal})",
+                why="every such call records an autograd graph and keeps its activations "
+                "while the output lives: slower, and memory for nothing",
+                fix="run evaluation under `with torch.no_grad():` (or torch.inference_mode())",
+                evidence={"module": type(event.module).__name__},
+            )
+        )
+
+
+def _requires_grad(output: Any) -> bool:
+    if isinstance(output, torch.Tensor):
+        return output.requires_grad
+    if isinstance(output, (list, tuple)):
+        return any(_requires_grad(o) for o in output)
+    if isinstance(output, dict):
+        return any(_requires_grad(o) for o in output.values())
+    return False
+
+
+# ---- graph-retained ------------------------------------------------------------------------
+
+
+class GraphRetainedProbe:
+    """Tensors with autograd history that outlive their step, found by who holds them.
+
+    At each optimizer step the user's variables (the training loop's locals, the
+    script's globals, attributes of its objects and modules, closures of forward hooks)
+    are measured: how many graph-carrying tensors a container holds, or how large the
+    graph behind one tensor is. A holder whose measure grows at every one of several
+    consecutive steps keeps every step's graph alive.
+    """
+
+    STEPS = 3  # consecutive growths before reporting
+    GRAPH_LIMIT = 50_000  # nodes counted at most per tensor
+
+    def __init__(self) -> None:
+        self.history: dict[str, deque[int]] = {}
+        # Models seen training: scanned even when no user frame is on the stack (the
+        # engine's own loop runs a user's model given by import path).
+        self.models: weakref.WeakSet[nn.Module] = weakref.WeakSet()
+
+    def on_forward(self, doc: Any, event: ForwardEvent) -> None:
+        if event.grad_enabled and event.module.training:
+            self.models.add(event.module)
+
+    def on_step(self, doc: Any, event: StepEvent) -> None:
+        frame = event.frame
+        seen: set[str] = set()
+        holders = _holders(frame) if frame is not None else []
+        objects = {id(h.value) for _, h in holders}
+        for model in list(self.models):
+            model = getattr(model, "module", model)  # inside DDP
+            holders += [
+                (p, h)
+                for p, h in _attributes(type(model).__name__, model, set())
+                if id(h.value) not in objects
+            ]
+        for path, holder in holders:
+            size = _measure(holder.value, self.GRAPH_LIMIT)
+            if size is None:
+                continue
+            seen.add(path)
+            hist = self.history.setdefault(path, deque(maxlen=self.STEPS + 1))
+            hist.append(size)
+            if len(hist) == hist.maxlen and all(b > a for a, b in zip(hist, list(hist)[1:])):
+                self._report(doc, path, holder, size, frame)
+        for path in list(self.history):
+            if path not in seen:
+                del self.history[path]
+
+    def _report(self, doc: Any, path: str, holder: _Holder, size: int, frame: Any) -> None:
+        container = not isinstance(holder.value, torch.Tensor)
+        site = _store_site(holder, container)
+        if site is None and frame is None:
+            return  # nowhere in the user's code to point at: say nothing rather than guess
+        site = site or (frame.f_code.co_filename, frame.f_lineno, None)
+        file, line, created = site
+        kind = "list" if isinstance(holder.value, list) else type(holder.value).__name__
+        if container:
+            message = (
+                f"{holder.describe()} keeps a tensor with its autograd graph from every step "
+                f"({size} so far, in a {kind})"
+            )
+            fix = "store loss.item() (a float) or tensor.detach() instead of the tensor"
+            evidence = {"tensors_with_graph": size, "steps_observed": doc.steps}
+        elif holder.carried:
+            message = (
+                f"{holder.describe()} is carried from step to step without detach(): its "
+                f"graph reaches back to the first step ({size} nodes)"
+            )
+            fix = f"detach the carried state each step: {holder.name} = {holder.name}.detach()"
+            evidence = {"graph_nodes": size, "steps_observed": doc.steps}
+        else:
+            message = (
+                f"{holder.describe()} accumulates tensors with their autograd graphs: its "
+                f"graph grows every step ({size} nodes)"
+            )
+            fix = "accumulate loss.item() (a float) or loss.detach() instead"
+            evidence = {"graph_nodes": size, "steps_observed": doc.steps}
+        related = [{"file": file, "line": created, "what": "the tensor is created here"}]
+        doc.add(
+            Finding(
+                code="graph-retained",
+                severity="error",
+                file=file,
+                line=line,
+                message=message,
+                why="each step's activations stay in memory: memory grows until out of memory",
+                fix=fix,
+                related=related if created else [],
+                evidence=evidence,
+            )
+        )
+
+
+class _Holder:
+    """A user variable or attribute that holds tensors."""
+
+    def __init__(self, name: str, value: Any, owner: str | None, cls: type | None) -> None:
+        self.name = name  # the variable or attribute name
+        self.value = value
+        self.owner = owner  # the variable holding the object, for attributes
+        self.cls = cls  # the object's class, for attributes
+        self.carried = False
+        self.key: Any = None  # held as name[key], not as name itself
+
+    def describe(self) -> str:
+        if self.key is not None:
+            return f"`{self.name}[{self.key!r}]`"
+        if self.cls is None:
+            return f"`{self.name}`"
+        return f"`{self.owner}.{self.name}` (attribute `{self.name}` of a {self.cls.__name__})"
+
+
+def _holders(frame: types.FrameType) -> list[tuple[str, _Holder]]:
+    """The user's variables worth measuring, with a stable path for each."""
+    found: list[tuple[str, _Holder]] = []
+    seen_objects: set[int] = set()
+    scopes: list[dict[str, Any]] = []
+    f: types.FrameType | None = frame
+    while f is not None:
+        if is_user_file(f.f_code.co_filename):
+            scopes.append(f.f_locals)
+            if f.f_globals is not f.f_locals:
+                scopes.append(f.f_globals)
+        f = f.f_back
+    for scope in scopes:
+        for name, value in list(scope.items()):
+            if name.startswith("__") or isinstance(value, (types.ModuleType, type)):
+                continue
+            if _holds_tensors(value):
+                found.append((name, _Holder(name, value, None, None)))
+                if isinstance(value, dict):
+                    # history["loss"].append(loss): containers one level down.
+                    for key, inner in list(value.items())[:100]:
+                        if isinstance(inner, (list, deque, dict)):
+                            holder = _Holder(name, inner, None, None)
+                            holder.key = key
+                            found.append((f"{name}[{key!r}]", holder))
+            elif _is_user_object(value) and id(value) not in seen_objects:
+                seen_objects.add(id(value))
+                found += _attributes(name, value, seen_objects)
+    return found
+
+
+def _attributes(owner: str, obj: Any, seen: set[int]) -> list[tuple[str, _Holder]]:
+    found = []
+    objects = [(owner, obj)]
+    if isinstance(obj, nn.Module):
+        objects = [(f"{owner}.{n}" if n else owner, m) for n, m in obj.named_modules()]
+    for path, o in objects:
+        seen.add(id(o))
+        attrs = vars(o)
+        skip = set()
+        if isinstance(o, nn.Module):
+            skip = set(o._parameters) | set(o._buffers)
+            for hook in list(o._forward_hooks.values()):
+                for cell_name, cell in zip(
+                    hook.__code__.co_freevars if hasattr(hook, "__code__") else (),
+                    getattr(hook, "__closure__", None) or (),
+                ):
+                    value = cell.cell_contents
+                    if _holds_tensors(value):
+                        holder = _Holder(cell_name, value, None, None)
+                        found.append((f"{path}<hook>.{cell_name}", holder))
+        for name, value in attrs.items():
+            if name.startswith("_") or name in skip:
+                continue
+            if _holds_tensors(value):
+                found.append((f"{path}.{name}", _Holder(name, value, path, type(o))))
+    return found
+
+
+def _holds_tensors(value: Any) -> bool:
+    return isinstance(value, (torch.Tensor, list, tuple, dict, deque)) and not isinstance(
+        value, nn.Parameter
+    )
+
+
+def _is_user_object(value: Any) -> bool:
+    cls = type(value)
+    module = getattr(cls, "__module__", "") or ""
+    if isinstance(value, nn.Module):
+        return True
+    if not hasattr(value, "__dict__") or isinstance(value, (types.FunctionType, types.MethodType)):
+        return False
+    import sys
+
+    mod = sys.modules.get(module)
+    return mod is not None and is_user_file(getattr(mod, "__file__", "") or "<>")
+
+
+def _has_graph(t: Any) -> bool:
+    return isinstance(t, torch.Tensor) and t.grad_fn is not None
+
+
+def _measure(value: Any, limit: int) -> int | None:
+    """Tensors with graphs in a container, or graph nodes behind one tensor."""
+    if isinstance(value, torch.Tensor):
+        return _graph_size(value.grad_fn, limit) if value.grad_fn is not None else None
+    items = value.values() if isinstance(value, dict) else value
+    try:
+        return sum(1 for v in items if _has_graph(v))
+    except TypeError:
+        return None
+
+
+def _graph_size(root: Any, limit: int) -> int:
+    seen = {root}
+    stack = [root]
+    while stack and len(seen) < limit:
+        node = stack.pop()
+        for nxt, _ in getattr(node, "next_functions", ()):
+            if nxt is not None and nxt not in seen:
+                seen.add(nxt)
+                stack.append(nxt)
+    return len(seen)
+
+
+# ---- where the fix goes --------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=64)
+def _parse(file: str) -> ast.Module | None:
+    try:
+        with open(file) as f:
+            return ast.parse(f.read(), file)
+    except (OSError, SyntaxError, ValueError):
+        return None
+
+
+def _user_files(holder: _Holder) -> list[str]:
+    import sys
+
+    files = []
+    if holder.cls is not None:
+        mod = sys.modules.get(holder.cls.__module__)
+        if mod is not None and getattr(mod, "__file__", None):
+            files.append(mod.__file__)
+    main = sys.modules.get("__main__")
+    if main is not None and getattr(main, "__file__", None):
+        files.append(main.__file__)
+    return [f for f in files if f and is_user_file(f)]
+
+
+def _store_site(holder: _Holder, container: bool) -> tuple[str, int, int | None] | None:
+    """The statement that stores into the holder, and where the stored tensor is made."""
+    for file in _user_files(holder):
+        tree = _parse(file)
+        if tree is None:
+            continue
+        for node in ast.walk(tree):
+            hit = _stores(node, holder, container)
+            if hit is not None:
+                stmt_line, value = hit
+                return file, stmt_line, _creation_line(tree, value, stmt_line)
+    return None
+
+
+def _target_matches(node: ast.AST, holder: _Holder) -> bool:
+    if holder.key is not None:
+        return (
+            isinstance(node, ast.Subscript)
+            and isinstance(node.value, ast.Name)
+            and node.value.id == holder.name
+            and isinstance(node.slice, ast.Constant)
+            and node.slice.value == holder.key
+        )
+    if holder.cls is None:
+        return isinstance(node, ast.Name) and node.id == holder.name
+    return isinstance(node, ast.Attribute) and node.attr == holder.name
+
+
+def _stores(node: ast.AST, holder: _Holder, container: bool) -> tuple[int, ast.AST | None] | None:
+    if container:
+        # x.append(v), x.extend(v), x.insert(i, v), x += [v], x[k] = v
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("append", "extend", "insert", "appendleft")
+            and _target_matches(node.func.value, holder)
+        ):
+            return node.lineno, node.args[-1] if node.args else None
+        if isinstance(node, ast.AugAssign) and _target_matches(node.target, holder):
+            return node.lineno, node.value
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Subscript) and _target_matches(t.value, holder) for t in node.targets
+        ):
+            return node.lineno, node.value
+        return None
+    if isinstance(node, ast.AugAssign) and _target_matches(node.target, holder):
+        return node.lineno, node.value
+    if isinstance(node, ast.Assign):
+        targets = [e for t in node.targets for e in (t.elts if isinstance(t, ast.Tuple) else [t])]
+        refers = any(_target_matches(n, holder) for n in ast.walk(node.value))
+        if refers and any(_target_matches(t, holder) for t in targets):
+            # h = f(x, h) carries state; total = total + loss accumulates.
+            holder.carried = isinstance(node.value, ast.Call) or isinstance(
+                node.targets[0], ast.Tuple
+            )
+            return node.lineno, node.value
+    return None
+
+
+def _creation_line(tree: ast.Module, value: ast.AST | None, before: int) -> int | None:
+    """Where the stored variable was assigned last before ``before`` (e.g. ``loss = ...``)."""
+    names = {n.id for n in ast.walk(value) if isinstance(n, ast.Name)} if value else set()
+    best = None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and node.lineno < before:
+            for t in node.targets:
+                for e in t.elts if isinstance(t, ast.Tuple) else [t]:
+                    if isinstance(e, ast.Name) and e.id in names and node.lineno > (best or 0):
+                        best = node.lineno
+    return best

@@ -1,0 +1,63 @@
+"""``trainwell doctor SCRIPT``: run an unmodified training script under the doctor.
+
+The script runs as ``python SCRIPT ARGS`` would (``__main__``, ``sys.argv``, its folder
+on ``sys.path``); its output and exit code pass through. It can be stopped after N
+optimizer steps. A script that crashes still gets its report.
+"""
+
+from __future__ import annotations
+
+import runpy
+import sys
+import traceback
+from pathlib import Path
+
+from trainwell.doctor.findings import render, to_json
+from trainwell.doctor.frame import Doctor, StopTraining
+from trainwell.errors import UserError
+
+
+def run_script(
+    script: str, args: list[str], max_steps: int | None = None, json_path: str | None = None
+) -> int:
+    """Run ``script`` under the doctor, print the report; return the script's exit code."""
+    path = Path(script)
+    if not path.is_file():
+        raise UserError(f"doctor: script {script} does not exist")
+    if max_steps is not None and max_steps < 1:
+        raise UserError(f"doctor: --max-steps must be >= 1; got {max_steps}")
+    saved_argv, saved_path = sys.argv, list(sys.path)
+    sys.argv = [script, *args]
+    sys.path.insert(0, str(path.resolve().parent))
+    doc = Doctor(max_steps=max_steps)
+    code, stopped = 0, False
+    try:
+        with doc:
+            try:
+                runpy.run_path(str(path), run_name="__main__")
+            except StopTraining:
+                stopped = True
+            except SystemExit as exc:
+                code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+            except Exception:
+                traceback.print_exc()
+                code = 1
+    finally:
+        sys.argv, sys.path[:] = saved_argv, saved_path
+    print(report_text(doc, stopped), file=sys.stderr)
+    if json_path:
+        Path(json_path).write_text(
+            to_json(doc.findings, steps=doc.steps, stopped_early=stopped, exit_code=code)
+        )
+    return code
+
+
+def report_text(doc: Doctor, stopped: bool = False) -> str:
+    """The doctor's report: one block per finding, then a summary line."""
+    head = f"trainwell doctor: {doc.steps} optimizer steps watched"
+    if stopped:
+        head += " (stopped at --max-steps)"
+    if not doc.findings:
+        return f"{head}; no findings"
+    blocks = [render(f) for f in doc.findings]
+    return "\n\n".join([f"{head}; {len(doc.findings)} finding(s)", *blocks])
