@@ -23,7 +23,7 @@ from trainwell.doctor.frame import BackwardEvent, ForwardEvent, StepEvent, is_us
 
 
 def default_probes() -> list[Any]:
-    return [RetainGraphProbe(), EvalBuildsGraphProbe(), GraphRetainedProbe()]
+    return [RetainGraphProbe(), EvalBuildsGraphProbe(), GraphRetainedProbe(), AllocatorProbe()]
 
 
 # ---- retain-graph ------------------------------------------------------------------------
@@ -148,10 +148,12 @@ class GraphRetainedProbe:
     """
 
     STEPS = 3  # consecutive growths before reporting
+    DEVICE_STEPS = 8  # device tensors without graphs: a slower leak, wait longer
     GRAPH_LIMIT = 50_000  # nodes counted at most per tensor
 
     def __init__(self) -> None:
         self.history: dict[str, deque[int]] = {}
+        self.device_history: dict[str, deque[int]] = {}
         # Models seen training: scanned even when no user frame is on the stack (the
         # engine's own loop runs a user's model given by import path).
         self.models: weakref.WeakSet[nn.Module] = weakref.WeakSet()
@@ -177,13 +179,42 @@ class GraphRetainedProbe:
             if size is None:
                 continue
             seen.add(path)
-            hist = self.history.setdefault(path, deque(maxlen=self.STEPS + 1))
-            hist.append(size)
-            if len(hist) == hist.maxlen and all(b > a for a, b in zip(hist, list(hist)[1:])):
+            if _grows(self.history, path, size, self.STEPS):
                 self._report(doc, path, holder, size, frame)
-        for path in list(self.history):
-            if path not in seen:
-                del self.history[path]
+            if not isinstance(holder.value, torch.Tensor):
+                # Without graphs: only tensors kept on an accelerator count. Detached CPU
+                # copies (predictions for an epoch metric, caches) are a normal pattern.
+                on_device = _device_tensors(holder.value)
+                if _grows(self.device_history, path, on_device, self.DEVICE_STEPS):
+                    self._report_device(doc, holder, on_device, frame)
+        for history in (self.history, self.device_history):
+            for path in list(history):
+                if path not in seen:
+                    del history[path]
+
+    def _report_device(self, doc: Any, holder: _Holder, count: int, frame: Any) -> None:
+        site = _store_site(holder, container=True)
+        if site is None:
+            return
+        file, line, created = site
+        doc.add(
+            Finding(
+                code="tensor-accumulation",
+                severity="warning",
+                file=file,
+                line=line,
+                message=f"{holder.describe()} keeps a device tensor from every step ({count} so "
+                "far): device memory grows step over step",
+                why="tensors without history still hold device memory until the container "
+                "is cleared",
+                fix="move what you keep to the CPU (.detach().cpu()) or keep a running "
+                "metric (a float) instead",
+                related=[{"file": file, "line": created, "what": "created here"}]
+                if created
+                else [],
+                evidence={"device_tensors": count, "steps_observed": doc.steps},
+            )
+        )
 
     def _report(self, doc: Any, path: str, holder: _Holder, size: int, frame: Any) -> None:
         container = not isinstance(holder.value, torch.Tensor)
@@ -327,6 +358,25 @@ def _is_user_object(value: Any) -> bool:
     return mod is not None and is_user_file(getattr(mod, "__file__", "") or "<>")
 
 
+def _grows(history: dict[str, deque[int]], path: str, size: int, steps: int) -> bool:
+    """Record ``size``; True when it grew at each of the last ``steps`` observations."""
+    hist = history.setdefault(path, deque(maxlen=steps + 1))
+    hist.append(size)
+    return len(hist) == hist.maxlen and all(b > a for a, b in zip(hist, list(hist)[1:]))
+
+
+def _device_tensors(value: Any) -> int:
+    items = value.values() if isinstance(value, dict) else value
+    try:
+        return sum(
+            1
+            for v in items
+            if isinstance(v, torch.Tensor) and v.grad_fn is None and v.device.type != "cpu"
+        )
+    except TypeError:
+        return 0
+
+
 def _has_graph(t: Any) -> bool:
     return isinstance(t, torch.Tensor) and t.grad_fn is not None
 
@@ -450,3 +500,73 @@ def _creation_line(tree: ast.Module, value: ast.AST | None, before: int) -> int 
                     if isinstance(e, ast.Name) and e.id in names and node.lineno > (best or 0):
                         best = node.lineno
     return best
+
+
+# ---- allocator-fragmentation ----------------------------------------------------------------
+
+
+def fragmentation(samples: list[tuple[int, int]]) -> bool:
+    """True when reserved memory keeps growing while allocated memory stays flat.
+
+    ``samples`` are (allocated, reserved) byte counts taken every few steps. A caching
+    allocator that reserves more and more for the same live bytes is fragmenting.
+
+    Example:
+        >>> fragmentation([(100, 200 + 10 * i) for i in range(10)])
+        True
+        >>> fragmentation([(100 + 10 * i, 200 + 10 * i) for i in range(10)])
+        False
+    """
+    if len(samples) < 8:
+        return False
+    allocated = [a for a, _ in samples]
+    reserved = [r for _, r in samples]
+    flat = max(allocated) <= 1.05 * max(min(allocated), 1)
+    rises = sum(b > a for a, b in zip(reserved, reserved[1:]))
+    grows = reserved[-1] >= 1.25 * max(reserved[0], 1) and rises >= len(reserved) // 2
+    return flat and grows
+
+
+def _cuda_memory() -> tuple[int, int] | None:
+    if not (torch.cuda.is_available() and torch.cuda.is_initialized()):
+        return None
+    return torch.cuda.memory_allocated(), torch.cuda.memory_reserved()
+
+
+class AllocatorProbe:
+    """CUDA memory sampled every few steps: reserved climbing while allocated stays flat.
+
+    Without CUDA there is nothing to sample and the probe stays silent.
+    """
+
+    EVERY = 10
+    WINDOW = 12
+
+    def __init__(self, sample: Any = _cuda_memory) -> None:
+        self.sample = sample
+        self.samples: deque[tuple[int, int]] = deque(maxlen=self.WINDOW)
+
+    def on_step(self, doc: Any, event: StepEvent) -> None:
+        if event.step % self.EVERY or event.frame is None:
+            return
+        value = self.sample()
+        if value is None:
+            return
+        self.samples.append(value)
+        if fragmentation(list(self.samples)):
+            allocated, reserved = self.samples[-1]
+            doc.add(
+                Finding(
+                    code="allocator-fragmentation",
+                    severity="warning",
+                    file=event.frame.f_code.co_filename,
+                    line=event.frame.f_lineno,
+                    message=f"reserved memory grows ({self.samples[0][1]:,} -> {reserved:,} "
+                    f"bytes) while allocated memory stays flat (~{allocated:,} bytes)",
+                    why="the caching allocator cannot reuse its fragmented blocks and keeps "
+                    "reserving more: an out-of-memory can come with free memory left",
+                    fix="set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True; keep tensor "
+                    "shapes steady (pad variable-length batches to a few sizes)",
+                    evidence={"samples": [list(s) for s in self.samples]},
+                )
+            )

@@ -12,6 +12,7 @@ import sys
 import traceback
 from pathlib import Path
 
+from trainwell.doctor.crash import explain
 from trainwell.doctor.findings import render, to_json
 from trainwell.doctor.frame import Doctor, StopTraining
 from trainwell.errors import UserError
@@ -39,8 +40,9 @@ def run_script(
                 stopped = True
             except SystemExit as exc:
                 code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-            except Exception:
+            except Exception as exc:
                 traceback.print_exc()
+                explain(doc, exc)  # an out-of-memory, a backward through a freed graph
                 code = 1
     finally:
         sys.argv, sys.path[:] = saved_argv, saved_path

@@ -37,6 +37,7 @@ import trainwell
 from trainwell import config as config_mod
 from trainwell.config import Config, load_config
 from trainwell.data import DataSplits, build_data, check_labels, targets_of
+from trainwell.doctor.crash import explain as explain_crash
 from trainwell.doctor.findings import render
 from trainwell.doctor.findings import to_json as doctor_json
 from trainwell.doctor.frame import Doctor
@@ -407,6 +408,8 @@ def _fit(
     except BaseException as exc:
         progress.close()
         summary["error"] = f"{type(exc).__name__}: {exc}"
+        if doc is not None:
+            explain_crash(doc, exc)
         _finish(run, summary, "failed", ts, started, train_time, samples_seen, doc)
         raise
     progress.close()

@@ -1,0 +1,141 @@
+"""Explaining a crash: what held the memory at an out-of-memory error, and which carried
+tensor made a backward go through a freed graph.
+
+Called by the runner (and the engine) with the exception and its traceback; each
+explanation is a finding that points into the user's code.
+"""
+
+from __future__ import annotations
+
+import ast
+import gc
+import types
+from typing import Any
+
+import torch
+
+from trainwell.doctor.findings import Finding
+from trainwell.doctor.frame import is_user_file
+
+OOM_MARKERS = ("out of memory", "can't allocate memory", "CUDA error: out of memory")
+SECOND_BACKWARD = "Trying to backward through the graph a second time"
+
+
+def explain(doc: Any, exc: BaseException) -> None:
+    """Add findings that explain ``exc``, when a known pitfall caused it."""
+    frame = _innermost_user_frame(exc.__traceback__)
+    if frame is None:
+        return
+    text = str(exc)
+    if isinstance(exc, torch.OutOfMemoryError) or any(m in text for m in OOM_MARKERS):
+        doc.add(_oom(frame, text))
+    elif SECOND_BACKWARD in text:
+        finding = _second_backward(frame)
+        if finding is not None:
+            doc.add(finding)
+
+
+def _innermost_user_frame(tb: types.TracebackType | None) -> types.FrameType | None:
+    frame = None
+    while tb is not None:
+        if is_user_file(tb.tb_frame.f_code.co_filename):
+            frame = tb.tb_frame
+        tb = tb.tb_next
+    return frame
+
+
+def _oom(frame: types.FrameType, text: str) -> Finding:
+    """The largest live tensors, named by the user's variables that hold them."""
+    names = _names_in_scope(frame)
+    tensors = []
+    for obj in gc.get_objects():
+        if isinstance(obj, torch.Tensor) and not isinstance(obj, torch.nn.Parameter):
+            try:
+                size = obj.untyped_storage().nbytes()
+            except (RuntimeError, NotImplementedError):
+                continue
+            tensors.append((size, obj))
+    tensors.sort(key=lambda t: -t[0])
+    largest = [
+        {
+            "bytes": size,
+            "shape": list(t.shape),
+            "device": str(t.device),
+            "held_by": names.get(id(t), "unnamed (inside a container or the autograd graph)"),
+            "has_graph": t.grad_fn is not None,
+        }
+        for size, t in tensors[:5]
+    ]
+    params = sum(p.numel() * p.element_size() for p in _parameters(frame))
+    return Finding(
+        code="oom",
+        severity="error",
+        file=frame.f_code.co_filename,
+        line=frame.f_lineno,
+        message="out of memory here: " + " ".join(text.split())[:200],
+        why="the step needed more memory than the device has; the largest live tensors and "
+        "their holders are in the evidence",
+        fix="lower the batch size (keep the global batch with gradient accumulation), use "
+        "mixed precision (bf16/fp16), activation checkpointing, run evaluation under "
+        "torch.no_grad(), and do not keep tensors with graphs across steps",
+        evidence={"largest_tensors": largest, "parameter_bytes": params},
+    )
+
+
+def _names_in_scope(frame: types.FrameType) -> dict[int, str]:
+    names: dict[int, str] = {}
+    f: types.FrameType | None = frame
+    while f is not None:
+        if is_user_file(f.f_code.co_filename):
+            for scope in (f.f_locals, f.f_globals):
+                for name, value in scope.items():
+                    if isinstance(value, torch.Tensor):
+                        names.setdefault(id(value), name)
+        f = f.f_back
+    return names
+
+
+def _parameters(frame: types.FrameType) -> list[torch.nn.Parameter]:
+    seen: dict[int, torch.nn.Parameter] = {}
+    for scope in (frame.f_locals, frame.f_globals):
+        for value in scope.values():
+            if isinstance(value, torch.nn.Module):
+                for p in value.parameters():
+                    seen[id(p)] = p
+    return list(seen.values())
+
+
+def _second_backward(frame: types.FrameType) -> Finding | None:
+    """A state carried from step to step (``h = rnn(x, h)``) without ``detach()``."""
+    try:
+        with open(frame.f_code.co_filename) as f:
+            tree = ast.parse(f.read())
+    except (OSError, SyntaxError):
+        return None
+    carried = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Assign) or not isinstance(node.value, ast.Call):
+            continue
+        targets = [e for t in node.targets for e in (t.elts if isinstance(t, ast.Tuple) else [t])]
+        names = {t.id for t in targets if isinstance(t, ast.Name)}
+        used = {n.id for n in ast.walk(node.value) if isinstance(n, ast.Name)}
+        for name in names & used:
+            value = frame.f_locals.get(name, frame.f_globals.get(name))
+            if isinstance(value, torch.Tensor) and value.grad_fn is not None:
+                carried.append((node.lineno, name))
+    if not carried:
+        return None
+    line, name = carried[0]
+    return Finding(
+        code="graph-retained",
+        severity="error",
+        file=frame.f_code.co_filename,
+        line=line,
+        message=f"`{name}` is carried from step to step without detach(), so this step's "
+        "backward reaches into the previous step's graph, already freed",
+        why="without detach the graph (and its memory) would grow with every step; PyTorch "
+        "stops at the second backward instead",
+        fix=f"detach the carried state each step: {name} = {name}.detach() (truncated BPTT)",
+        related=[{"file": frame.f_code.co_filename, "line": frame.f_lineno, "what": "backward"}],
+        evidence={"exception": SECOND_BACKWARD},
+    )
