@@ -157,3 +157,49 @@ def test_allocator_fragmentation_from_sampled_memory():
     line = next(i for i, t in enumerate(source, 1) if "# the line the finding points at" in t)
     assert [(f.code, f.line) for f in doc.findings] == [("allocator-fragmentation", line)]
     assert "expandable_segments:True" in doc.findings[0].fix
+
+
+def test_the_readme_examples_report_what_the_readme_shows(tmp_path):
+    examples = Path(__file__).resolve().parents[1] / "examples"
+    for name, expected in [
+        ("leaky_train.py", [("graph-retained", 33), ("eval-builds-graph", 38)]),
+        ("fixed_train.py", []),
+    ]:
+        out = tmp_path / f"{name}.json"
+        assert main(["doctor", "--max-steps", "60", "--json", str(out), str(examples / name)]) == 0
+        findings = json.loads(out.read_text())["findings"]
+        assert [(f["code"], f["line"]) for f in findings] == expected, name
+
+
+def test_the_frame_sends_every_training_event_and_restores_everything():
+    from torch.utils.data import DataLoader, TensorDataset
+
+    class Recorder:
+        def __init__(self):
+            self.events = []
+
+        def __getattr__(self, name):
+            if name.startswith("on_"):
+                return lambda doc, *event: self.events.append(name)
+            raise AttributeError(name)
+
+    originals = (torch.Tensor.backward, torch.optim.Optimizer.zero_grad,
+                 torch.optim.lr_scheduler.LRScheduler.step)  # fmt: skip
+    rec = Recorder()
+    model = torch.nn.Linear(4, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    sched = torch.optim.lr_scheduler.StepLR(opt, 1)
+    loader = DataLoader(TensorDataset(torch.randn(8, 4)), batch_size=4)
+    with trainwell.doctor.Doctor(probes=[rec]):
+        for (x,) in loader:
+            opt.zero_grad()
+            model(x).sum().backward()
+            opt.step()
+        sched.step()
+        with torch.no_grad():
+            model(x)
+    steps = ["on_batch", "on_zero_grad", "on_forward", "on_backward", "on_step"]
+    assert rec.events == [*steps, *steps, "on_epoch_end", "on_scheduler_step", "on_forward",
+                          "on_end"]  # fmt: skip
+    assert originals == (torch.Tensor.backward, torch.optim.Optimizer.zero_grad,
+                         torch.optim.lr_scheduler.LRScheduler.step)  # fmt: skip

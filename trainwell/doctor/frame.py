@@ -1,10 +1,13 @@
 """The doctor's frame: training events from PyTorch's global hooks, dispatched to probes.
 
 A user's own script is watched with no code change: global module forward hooks,
-global optimizer step hooks and a wrapper around ``Tensor.backward`` turn its training
-into events (root forward, backward, optimizer step). Probes are plain objects with any
-of ``on_forward``, ``on_backward``, ``on_step``, ``on_end`` (duck-typed, as Lightning
-Fabric calls callbacks); each reports findings through :meth:`Doctor.add`, once per
+global optimizer step hooks and wrappers around ``Tensor.backward``,
+``Optimizer.zero_grad``, ``LRScheduler.step`` and DataLoader iteration turn its training
+into events: batch fetched (with the wait), root forward (train or eval), backward,
+zero_grad, optimizer step, scheduler step, epoch end. Probes are plain objects with any
+of ``on_batch``, ``on_forward``, ``on_backward``, ``on_zero_grad``, ``on_step``,
+``on_scheduler_step``, ``on_epoch_end``, ``on_end`` (duck-typed, as Lightning Fabric
+calls callbacks); each reports findings through :meth:`Doctor.add`, once per
 (code, file, line). Everything installed is removed on exit.
 """
 
@@ -13,6 +16,7 @@ from __future__ import annotations
 import os
 import sys
 import sysconfig
+import time
 import types
 from dataclasses import dataclass
 from typing import Any
@@ -75,6 +79,16 @@ class BackwardEvent:
 
 
 @dataclass
+class BatchEvent:
+    """A batch came out of a DataLoader after ``wait_s`` seconds."""
+
+    loader: Any
+    batch: Any
+    wait_s: float
+    index: int  # batches taken from this iterator so far, this one included
+
+
+@dataclass
 class StepEvent:
     optimizer: torch.optim.Optimizer
     step: int
@@ -117,7 +131,7 @@ class Doctor:
         self._keys: set[tuple[str, str, int]] = set()
         self._depth = 0
         self._handles: list[Any] = []
-        self._original_backward: Any = None
+        self._patches: list[tuple[Any, str, Any]] = []
 
     # ---- reporting ------------------------------------------------------------------------
 
@@ -148,22 +162,64 @@ class Doctor:
             module_mod.register_module_forward_hook(self._post_forward),
             optimizer_mod.register_optimizer_step_post_hook(self._post_step),
         ]
-        self._original_backward = torch.Tensor.backward
-        doctor, original = self, self._original_backward
+        doctor = self
+        backward = torch.Tensor.backward
 
-        def backward(tensor, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+        def tensor_backward(tensor, gradient=None, retain_graph=None, create_graph=False,
+                            inputs=None):  # fmt: skip
             doctor._on_backward(tensor, bool(retain_graph))
-            return original(tensor, gradient, retain_graph, create_graph, inputs)
+            return backward(tensor, gradient, retain_graph, create_graph, inputs)
 
-        torch.Tensor.backward = backward  # type: ignore[method-assign]
+        zero_grad = torch.optim.Optimizer.zero_grad
+
+        def optimizer_zero_grad(optimizer, *args, **kwargs):
+            doctor._dispatch("on_zero_grad", optimizer)
+            return zero_grad(optimizer, *args, **kwargs)
+
+        from torch.optim import lr_scheduler
+        from torch.utils.data import dataloader
+
+        sched_step = lr_scheduler.LRScheduler.step
+
+        def scheduler_step(scheduler, *args, **kwargs):
+            doctor._dispatch("on_scheduler_step", scheduler)
+            return sched_step(scheduler, *args, **kwargs)
+
+        next_batch = dataloader._BaseDataLoaderIter.__next__
+
+        def loader_next(it):
+            start = time.perf_counter()
+            try:
+                batch = next_batch(it)
+            except StopIteration:
+                doctor._dispatch("on_epoch_end", it._dataset)
+                raise
+            event = BatchEvent(it, batch, time.perf_counter() - start, it._num_yielded)
+            doctor._dispatch("on_batch", event)
+            return batch
+
+        self._patch(torch.Tensor, "backward", tensor_backward)
+        self._patch(torch.optim.Optimizer, "zero_grad", optimizer_zero_grad)
+        self._patch(lr_scheduler.LRScheduler, "step", scheduler_step)
+        self._patch(dataloader._BaseDataLoaderIter, "__next__", loader_next)
+
+    def _patch(self, owner: Any, name: str, replacement: Any) -> None:
+        self._patches.append((owner, name, owner.__dict__[name]))
+        setattr(owner, name, replacement)
 
     def uninstall(self) -> None:
         for handle in self._handles:
             handle.remove()
         self._handles = []
-        if self._original_backward is not None:
-            torch.Tensor.backward = self._original_backward  # type: ignore[method-assign]
-            self._original_backward = None
+        for owner, name, original in reversed(self._patches):
+            setattr(owner, name, original)
+        self._patches = []
+
+    def _dispatch(self, method: str, event: Any) -> None:
+        for probe in self.probes:
+            handler = getattr(probe, method, None)
+            if handler is not None:
+                handler(self, event)
 
     def report(self) -> str:
         """The findings as text, one block each."""
