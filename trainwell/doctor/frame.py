@@ -13,6 +13,7 @@ calls callbacks); each reports findings through :meth:`Doctor.add`, once per
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import sysconfig
@@ -32,6 +33,7 @@ _LIBRARY_DIRS = tuple(
 ) + tuple(p + os.sep for p in {sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["purelib"]})
 
 
+@functools.lru_cache(maxsize=4096)
 def is_user_file(filename: str) -> bool:
     """Code the user wrote: not torch, not trainwell, not the standard library or
     installed packages (the doctor never points into those)."""

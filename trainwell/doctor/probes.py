@@ -150,6 +150,8 @@ class GraphRetainedProbe:
     STEPS = 3  # consecutive growths before reporting
     DEVICE_STEPS = 8  # device tensors without graphs: a slower leak, wait longer
     GRAPH_LIMIT = 50_000  # nodes counted at most per tensor
+    DENSE_STEPS = 30  # scan every step up to here
+    EVERY = 10  # then every this many steps
 
     def __init__(self) -> None:
         self.history: dict[str, deque[int]] = {}
@@ -163,6 +165,10 @@ class GraphRetainedProbe:
             self.models.add(event.module)
 
     def on_step(self, doc: Any, event: StepEvent) -> None:
+        # The scan is the doctor's one costly check: every step at first (most leaks show
+        # within a few steps), then every EVERY steps, which still sees steady growth.
+        if event.step > self.DENSE_STEPS and event.step % self.EVERY:
+            return
         frame = event.frame
         seen: set[str] = set()
         holders = _holders(frame) if frame is not None else []
