@@ -43,12 +43,32 @@ def is_user_file(filename: str) -> bool:
     return not path.startswith(_LIBRARY_DIRS)
 
 
-def user_frame(skip: int = 1) -> types.FrameType | None:
-    """The innermost frame of user code on the current stack."""
-    frame: types.FrameType | None = sys._getframe(skip)
+def user_frame(skip: int = 1, start: types.FrameType | None = None) -> types.FrameType | None:
+    """The innermost frame of user code on the current stack (or from ``start`` out)."""
+    frame: types.FrameType | None = start or sys._getframe(skip)
     while frame is not None and not is_user_file(frame.f_code.co_filename):
         frame = frame.f_back
     return frame
+
+
+class _LazySite:
+    """Where an event happened, found only when a probe asks: walking the stack on every
+    event would cost more than most probes' work."""
+
+    def __init__(self, frame: types.FrameType) -> None:
+        self._frame: types.FrameType | None = frame
+        self._site: Site | None = None
+
+    @property
+    def site(self) -> Site | None:
+        if self._frame is not None:
+            self._site = Site.of(user_frame(start=self._frame))
+            self._frame = None  # let the frames go
+        return self._site
+
+    @property
+    def frame(self) -> types.FrameType | None:
+        return user_frame(start=self._frame) if self._frame is not None else None
 
 
 @dataclass
@@ -65,19 +85,20 @@ class Site:
         return cls(frame.f_code.co_filename, frame.f_lineno)
 
 
-@dataclass
-class ForwardEvent:
-    module: nn.Module
-    output: Any
-    grad_enabled: bool
-    site: Site | None
+class ForwardEvent(_LazySite):
+    """A model's forward (the outermost module call) finished."""
+
+    def __init__(self, module: nn.Module, output: Any, grad_enabled: bool, frame: Any) -> None:
+        super().__init__(frame)
+        self.module, self.output, self.grad_enabled = module, output, grad_enabled
 
 
-@dataclass
-class BackwardEvent:
-    tensor: torch.Tensor
-    retain_graph: bool
-    site: Site | None
+class BackwardEvent(_LazySite):
+    """``tensor.backward()`` is about to run."""
+
+    def __init__(self, tensor: torch.Tensor, retain_graph: bool, frame: Any) -> None:
+        super().__init__(frame)
+        self.tensor, self.retain_graph = tensor, retain_graph
 
 
 @dataclass
@@ -90,11 +111,23 @@ class BatchEvent:
     index: int  # batches taken from this iterator so far, this one included
 
 
-@dataclass
-class StepEvent:
-    optimizer: torch.optim.Optimizer
-    step: int
-    frame: types.FrameType | None
+class StepEvent(_LazySite):
+    """``optimizer.step()`` finished; ``frame`` is the user's frame that called it."""
+
+    def __init__(self, optimizer: torch.optim.Optimizer, step: int, frame: Any) -> None:
+        super().__init__(frame)
+        self.optimizer, self.step = optimizer, step
+
+
+EVENTS = (
+    "on_batch",
+    "on_forward",
+    "on_backward",
+    "on_zero_grad",
+    "on_step",
+    "on_scheduler_step",
+    "on_epoch_end",
+)
 
 
 class StopTraining(BaseException):
@@ -126,12 +159,17 @@ class Doctor:
 
             probes = default_probes()
         self.probes = probes
+        # Each event's handlers, looked up once (the hooks run every step).
+        self._handlers = {
+            name: tuple(getattr(p, name) for p in probes if hasattr(p, name)) for name in EVENTS
+        }
         self.max_steps = max_steps
         self.on_finding = on_finding  # called with each new finding (the engine prints it)
         self.findings: list[Finding] = []
         self.steps = 0
         self._keys: set[tuple[str, str, int]] = set()
-        self._depth = 0
+        self._known: set[int] = set()  # modules seen finishing a forward
+        self._inner: set[int] = set()  # submodules of those: never a model's outermost call
         self._handles: list[Any] = []
         self._patches: list[tuple[Any, str, Any]] = []
 
@@ -160,7 +198,6 @@ class Doctor:
         from torch.optim import optimizer as optimizer_mod
 
         self._handles = [
-            module_mod.register_module_forward_pre_hook(self._pre_forward),
             module_mod.register_module_forward_hook(self._post_forward),
             optimizer_mod.register_optimizer_step_post_hook(self._post_step),
         ]
@@ -218,10 +255,8 @@ class Doctor:
         self._patches = []
 
     def _dispatch(self, method: str, event: Any) -> None:
-        for probe in self.probes:
-            handler = getattr(probe, method, None)
-            if handler is not None:
-                handler(self, event)
+        for handler in self._handlers.get(method, ()):
+            handler(self, event)
 
     def report(self) -> str:
         """The findings as text, one block each."""
@@ -237,30 +272,26 @@ class Doctor:
 
     # ---- events -------------------------------------------------------------------------------
 
-    def _pre_forward(self, module: nn.Module, args: Any) -> None:
-        self._depth += 1
-
     def _post_forward(self, module: nn.Module, args: Any, output: Any) -> None:
-        self._depth -= 1
-        if self._depth != 0:
-            return  # only the outermost module call is a model's forward
-        event = ForwardEvent(module, output, torch.is_grad_enabled(), Site.of(user_frame(2)))
-        for probe in self.probes:
-            if hasattr(probe, "on_forward"):
-                probe.on_forward(self, event)
+        # Only a model's outermost call is an event. A module is known to be inside
+        # another once that one has run (children finish first): one hook and a set
+        # lookup per module call, instead of depth counting with two hooks.
+        if id(module) in self._inner:
+            return
+        if id(module) not in self._known:
+            self._known.add(id(module))
+            self._inner.update(id(m) for m in module.modules() if m is not module)
+        event = ForwardEvent(module, output, torch.is_grad_enabled(), sys._getframe(1))
+        self._dispatch("on_forward", event)
 
     def _on_backward(self, tensor: torch.Tensor, retain_graph: bool) -> None:
-        event = BackwardEvent(tensor, retain_graph, Site.of(user_frame(3)))
-        for probe in self.probes:
-            if hasattr(probe, "on_backward"):
-                probe.on_backward(self, event)
+        event = BackwardEvent(tensor, retain_graph, sys._getframe(2))
+        self._dispatch("on_backward", event)
 
     def _post_step(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
         self.steps += 1
-        event = StepEvent(optimizer, self.steps, user_frame(2))
-        for probe in self.probes:
-            if hasattr(probe, "on_step"):
-                probe.on_step(self, event)
+        event = StepEvent(optimizer, self.steps, sys._getframe(1))
+        self._dispatch("on_step", event)
         del event  # holds the user's frame: let it go before the script continues
         if self.max_steps is not None and self.steps >= self.max_steps:
             raise StopTraining(f"stopped after {self.steps} optimizer steps")
