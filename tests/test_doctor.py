@@ -184,7 +184,7 @@ def test_the_frame_sends_every_training_event_and_restores_everything():
             raise AttributeError(name)
 
     originals = (torch.Tensor.backward, torch.optim.Optimizer.zero_grad,
-                 torch.optim.lr_scheduler.LRScheduler.step)  # fmt: skip
+                 torch.optim.lr_scheduler.LRScheduler.step, torch.nn.Module.__call__)  # fmt: skip
     rec = Recorder()
     model = torch.nn.Linear(4, 2)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
@@ -202,4 +202,5 @@ def test_the_frame_sends_every_training_event_and_restores_everything():
     assert rec.events == [*steps, *steps, "on_epoch_end", "on_scheduler_step", "on_forward",
                           "on_end"]  # fmt: skip
     assert originals == (torch.Tensor.backward, torch.optim.Optimizer.zero_grad,
-                         torch.optim.lr_scheduler.LRScheduler.step)  # fmt: skip
+                         torch.optim.lr_scheduler.LRScheduler.step,
+                         torch.nn.Module.__call__)  # fmt: skip

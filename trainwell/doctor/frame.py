@@ -1,7 +1,8 @@
 """The doctor's frame: training events from PyTorch's global hooks, dispatched to probes.
 
-A user's own script is watched with no code change: global module forward hooks,
-global optimizer step hooks and wrappers around ``Tensor.backward``,
+A user's own script is watched with no code change: a wrapper around
+``nn.Module.__call__`` (the outermost call is a model's forward), global optimizer step
+hooks and wrappers around ``Tensor.backward``,
 ``Optimizer.zero_grad``, ``LRScheduler.step`` and DataLoader iteration turn its training
 into events: batch fetched (with the wait), root forward (train or eval), backward,
 zero_grad, optimizer step, scheduler step, epoch end. Probes are plain objects with any
@@ -140,6 +141,7 @@ class StopTraining(BaseException):
 class Doctor:
     """Watches training through global hooks and collects findings.
 
+
     Example:
         >>> doc = Doctor(probes=[])
         >>> with doc:
@@ -168,8 +170,7 @@ class Doctor:
         self.findings: list[Finding] = []
         self.steps = 0
         self._keys: set[tuple[str, str, int]] = set()
-        self._known: set[int] = set()  # modules seen finishing a forward
-        self._inner: set[int] = set()  # submodules of those: never a model's outermost call
+        self._depth = 0  # nesting of module calls: 0 outside any model
         self._handles: list[Any] = []
         self._patches: list[tuple[Any, str, Any]] = []
 
@@ -194,14 +195,25 @@ class Doctor:
         self.end()
 
     def install(self) -> None:
-        from torch.nn.modules import module as module_mod
         from torch.optim import optimizer as optimizer_mod
 
-        self._handles = [
-            module_mod.register_module_forward_hook(self._post_forward),
-            optimizer_mod.register_optimizer_step_post_hook(self._post_step),
-        ]
+        self._handles = [optimizer_mod.register_optimizer_step_post_hook(self._post_step)]
         doctor = self
+        call = nn.Module.__call__
+
+        def module_call(module, *args, **kwargs):
+            # A wrapper, not a global forward hook: a global hook sends every layer down
+            # PyTorch's slow path; this costs one Python call per module and counts
+            # depth, so the outermost call (the model's forward) is known exactly.
+            doctor._depth += 1
+            try:
+                output = call(module, *args, **kwargs)
+            finally:
+                doctor._depth -= 1
+            if doctor._depth == 0:
+                doctor._on_forward(module, output)
+            return output
+
         backward = torch.Tensor.backward
 
         def tensor_backward(tensor, gradient=None, retain_graph=None, create_graph=False,
@@ -237,6 +249,7 @@ class Doctor:
             doctor._dispatch("on_batch", event)
             return batch
 
+        self._patch(nn.Module, "__call__", module_call)
         self._patch(torch.Tensor, "backward", tensor_backward)
         self._patch(torch.optim.Optimizer, "zero_grad", optimizer_zero_grad)
         self._patch(lr_scheduler.LRScheduler, "step", scheduler_step)
@@ -272,16 +285,8 @@ class Doctor:
 
     # ---- events -------------------------------------------------------------------------------
 
-    def _post_forward(self, module: nn.Module, args: Any, output: Any) -> None:
-        # Only a model's outermost call is an event. A module is known to be inside
-        # another once that one has run (children finish first): one hook and a set
-        # lookup per module call, instead of depth counting with two hooks.
-        if id(module) in self._inner:
-            return
-        if id(module) not in self._known:
-            self._known.add(id(module))
-            self._inner.update(id(m) for m in module.modules() if m is not module)
-        event = ForwardEvent(module, output, torch.is_grad_enabled(), sys._getframe(1))
+    def _on_forward(self, module: nn.Module, output: Any) -> None:
+        event = ForwardEvent(module, output, torch.is_grad_enabled(), sys._getframe(2))
         self._dispatch("on_forward", event)
 
     def _on_backward(self, tensor: torch.Tensor, retain_graph: bool) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import time
 import types
 import weakref
 from collections import deque
@@ -152,8 +153,8 @@ class GraphRetainedProbe:
     STEPS = 3  # consecutive growths before reporting
     DEVICE_STEPS = 8  # device tensors without graphs: a slower leak, wait longer
     GRAPH_LIMIT = 50_000  # nodes counted at most per tensor
-    DENSE_STEPS = 20  # scan every step up to here
-    EVERY = 25  # then every this many steps
+    DENSE_STEPS = 12  # scan every step up to here (enough observations for every rule)
+    BUDGET = 0.01  # then scan only while scans have taken under 1% of the time
 
     def __init__(self) -> None:
         self.history: dict[str, deque[int]] = {}
@@ -162,6 +163,8 @@ class GraphRetainedProbe:
         # engine's own loop runs a user's model given by import path).
         self.models: weakref.WeakSet[nn.Module] = weakref.WeakSet()
         self.model_ids: set[int] = set()
+        self.started = 0.0
+        self.scan_time = 0.0
 
     def on_forward(self, doc: Any, event: ForwardEvent) -> None:
         # Every training forward comes here: test membership by id, which is cheap,
@@ -172,21 +175,26 @@ class GraphRetainedProbe:
 
     def on_step(self, doc: Any, event: StepEvent) -> None:
         # The scan is the doctor's one costly check (~0.1 ms): every step at first (most
-        # leaks show within a few steps), then every EVERY steps, which still sees steady
-        # growth (a list growing by one a step has grown by 25 at the next scan).
-        if event.step > self.DENSE_STEPS and event.step % self.EVERY:
+        # leaks show within a few steps), then as often as 1% of the run's time allows,
+        # which still sees steady growth between two scans.
+        now = time.perf_counter()
+        self.started = self.started or now
+        if event.step > self.DENSE_STEPS and self.scan_time > self.BUDGET * (now - self.started):
             return
+        try:
+            self._scan(doc, event)
+        finally:
+            self.scan_time += time.perf_counter() - now
+
+    def _scan(self, doc: Any, event: StepEvent) -> None:
         frame = event.frame
         seen: set[str] = set()
-        holders = _holders(frame) if frame is not None else []
-        objects = {id(h.value) for _, h in holders}
+        scanned: set[int] = set()  # objects whose attributes were looked at
+        holders = _holders(frame, scanned) if frame is not None else []
         for model in list(self.models):
             model = getattr(model, "module", model)  # inside DDP
-            holders += [
-                (p, h)
-                for p, h in _attributes(type(model).__name__, model, set())
-                if id(h.value) not in objects
-            ]
+            if id(model) not in scanned:
+                holders += _attributes(type(model).__name__, model, scanned)
         for path, holder in holders:
             size = _measure(holder.value, self.GRAPH_LIMIT)
             if size is None:
@@ -293,19 +301,17 @@ class _Holder:
         return f"`{self.owner}.{self.name}` (attribute `{self.name}` of a {self.cls.__name__})"
 
 
-def _holders(frame: types.FrameType) -> list[tuple[str, _Holder]]:
+def _holders(frame: types.FrameType, seen_objects: set[int]) -> list[tuple[str, _Holder]]:
     """The user's variables worth measuring, with a stable path for each."""
     found: list[tuple[str, _Holder]] = []
-    seen_objects: set[int] = set()
-    scopes: list[dict[str, Any]] = []
+    scopes: dict[int, dict[str, Any]] = {}  # frames of one file share their globals
     f: types.FrameType | None = frame
     while f is not None:
         if is_user_file(f.f_code.co_filename):
-            scopes.append(f.f_locals)
-            if f.f_globals is not f.f_locals:
-                scopes.append(f.f_globals)
+            scopes.setdefault(id(f.f_locals), f.f_locals)
+            scopes.setdefault(id(f.f_globals), f.f_globals)
         f = f.f_back
-    for scope in scopes:
+    for scope in scopes.values():
         for name, value in list(scope.items()):
             if name.startswith("__") or isinstance(value, (types.ModuleType, type)):
                 continue
@@ -359,15 +365,19 @@ def _holds_tensors(value: Any) -> bool:
 
 
 def _is_user_object(value: Any) -> bool:
-    cls = type(value)
-    module = getattr(cls, "__module__", "") or ""
     if isinstance(value, nn.Module):
         return True
     if not hasattr(value, "__dict__") or isinstance(value, (types.FunctionType, types.MethodType)):
         return False
+    return _is_user_class(type(value))
+
+
+@functools.lru_cache(maxsize=1024)
+def _is_user_class(cls: type) -> bool:
+    """Instances of classes defined in the user's files hold the user's state."""
     import sys
 
-    mod = sys.modules.get(module)
+    mod = sys.modules.get(getattr(cls, "__module__", "") or "")
     return mod is not None and is_user_file(getattr(mod, "__file__", "") or "<>")
 
 
