@@ -153,7 +153,7 @@ class GraphRetainedProbe:
     STEPS = 3  # consecutive growths before reporting
     DEVICE_STEPS = 8  # device tensors without graphs: a slower leak, wait longer
     GRAPH_LIMIT = 50_000  # nodes counted at most per tensor
-    DENSE_STEPS = 12  # scan every step up to here (enough observations for every rule)
+    DENSE_STEPS = 9  # scan every step up to here (enough observations for every rule)
     BUDGET = 0.01  # then scan only while scans have taken under 1% of the time
 
     def __init__(self) -> None:
