@@ -204,3 +204,22 @@ def test_the_frame_sends_every_training_event_and_restores_everything():
     assert originals == (torch.Tensor.backward, torch.optim.Optimizer.zero_grad,
                          torch.optim.lr_scheduler.LRScheduler.step,
                          torch.nn.Module.__call__)  # fmt: skip
+
+
+def test_allocated_memory_climbing_without_a_named_holder_is_a_leak():
+    from trainwell.doctor.probes import AllocatorProbe, climbing
+
+    assert climbing([(1000 + 300 * i, 5000) for i in range(10)])
+    assert not climbing([(1000, 5000)] * 10)
+    assert not climbing([(1000 + 300 * (i % 2), 5000) for i in range(10)])  # oscillates
+    series = iter([(1000 + 400 * i, 9000) for i in range(100)])
+    model = torch.nn.Linear(4, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    doc = trainwell.doctor.Doctor(probes=[AllocatorProbe(sample=lambda: next(series))])
+    with doc:
+        for _ in range(100):
+            opt.zero_grad()
+            model(torch.randn(2, 4)).sum().backward()
+            opt.step()
+    assert [f.code for f in doc.findings] == ["tensor-accumulation"]
+    assert "could not name what holds it" in doc.findings[0].message

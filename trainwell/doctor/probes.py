@@ -550,6 +550,22 @@ def fragmentation(samples: list[tuple[int, int]]) -> bool:
     return flat and grows
 
 
+def climbing(samples: list[tuple[int, int]]) -> bool:
+    """True when allocated memory rises at most samples and by a fifth overall: a leak.
+
+    Example:
+        >>> climbing([(100 + 30 * i, 400) for i in range(10)])
+        True
+        >>> climbing([(100, 400)] * 10)
+        False
+    """
+    if len(samples) < 8:
+        return False
+    allocated = [a for a, _ in samples]
+    rises = sum(b > a for a, b in zip(allocated, allocated[1:]))
+    return rises >= 0.8 * (len(allocated) - 1) and allocated[-1] >= 1.2 * max(allocated[0], 1)
+
+
 def _cuda_memory() -> tuple[int, int] | None:
     if not (torch.cuda.is_available() and torch.cuda.is_initialized()):
         return None
@@ -557,9 +573,12 @@ def _cuda_memory() -> tuple[int, int] | None:
 
 
 class AllocatorProbe:
-    """CUDA memory sampled every few steps: reserved climbing while allocated stays flat.
+    """CUDA memory sampled every few steps, as the seeds' MemoryMonitor does: allocated
+    climbing is a leak, reserved climbing while allocated stays flat is fragmentation.
 
-    Without CUDA there is nothing to sample and the probe stays silent.
+    A leak is reported here only when no holder was named already (the holder scan is
+    the precise signal, and the one that works on the CPU too). Without CUDA there is
+    nothing to sample and the probe stays silent.
     """
 
     EVERY = 10
@@ -576,7 +595,25 @@ class AllocatorProbe:
         if value is None:
             return
         self.samples.append(value)
-        if fragmentation(list(self.samples)):
+        named = any(f.code in ("graph-retained", "tensor-accumulation") for f in doc.findings)
+        if climbing(list(self.samples)) and not named:
+            first, last = self.samples[0][0], self.samples[-1][0]
+            doc.add(
+                Finding(
+                    code="tensor-accumulation",
+                    severity="warning",
+                    file=event.frame.f_code.co_filename,
+                    line=event.frame.f_lineno,
+                    message=f"allocated device memory grows step over step ({first:,} -> "
+                    f"{last:,} bytes over {len(self.samples) * self.EVERY} steps); the "
+                    "doctor could not name what holds it",
+                    why="something keeps device tensors from every step: memory runs out",
+                    fix="look for tensors kept across steps (lists, dicts, attributes, "
+                    "caches); keep .item() floats or .detach().cpu() copies instead",
+                    evidence={"samples": [list(s) for s in self.samples]},
+                )
+            )
+        elif fragmentation(list(self.samples)):
             allocated, reserved = self.samples[-1]
             doc.add(
                 Finding(
