@@ -223,3 +223,19 @@ def test_allocated_memory_climbing_without_a_named_holder_is_a_leak():
             opt.step()
     assert [f.code for f in doc.findings] == ["tensor-accumulation"]
     assert "could not name what holds it" in doc.findings[0].message
+
+
+def test_a_failing_probe_never_breaks_training():
+    class Broken:
+        def on_step(self, doc, event):
+            raise ValueError("probe bug")
+
+    model = torch.nn.Linear(4, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with trainwell.doctor.Doctor(probes=[Broken()]) as doc:
+        for _ in range(3):
+            opt.zero_grad()
+            model(torch.randn(2, 4)).sum().backward()
+            opt.step()
+    assert doc.steps == 3
+    assert doc.errors == ["Broken: ValueError: probe bug"]  # reported once, then switched off

@@ -168,6 +168,7 @@ class Doctor:
         self.max_steps = max_steps
         self.on_finding = on_finding  # called with each new finding (the engine prints it)
         self.findings: list[Finding] = []
+        self.errors: list[str] = []  # probes that failed (and were switched off)
         self.steps = 0
         self._keys: set[tuple[str, str, int]] = set()
         self._depth = 0  # nesting of module calls: 0 outside any model
@@ -269,7 +270,18 @@ class Doctor:
 
     def _dispatch(self, method: str, event: Any) -> None:
         for handler in self._handlers.get(method, ()):
-            handler(self, event)
+            try:
+                handler(self, event)
+            except Exception as exc:  # a doctor's bug must never break the user's training
+                self._disable(handler, exc)
+
+    def _disable(self, handler: Any, exc: Exception) -> None:
+        probe = getattr(handler, "__self__", handler)
+        self.errors.append(f"{type(probe).__name__}: {type(exc).__name__}: {exc}")
+        self._handlers = {
+            name: tuple(h for h in hs if getattr(h, "__self__", h) is not probe)
+            for name, hs in self._handlers.items()
+        }
 
     def report(self) -> str:
         """The findings as text, one block each."""
@@ -281,7 +293,10 @@ class Doctor:
         """The run is over: probes that judge the whole run speak now."""
         for probe in self.probes:
             if hasattr(probe, "on_end"):
-                probe.on_end(self)
+                try:
+                    probe.on_end(self)
+                except Exception as exc:
+                    self._disable(probe.on_end, exc)
 
     # ---- events -------------------------------------------------------------------------------
 

@@ -49,7 +49,13 @@ def run_script(
     print(report_text(doc, stopped), file=sys.stderr)
     if json_path:
         Path(json_path).write_text(
-            to_json(doc.findings, steps=doc.steps, stopped_early=stopped, exit_code=code)
+            to_json(
+                doc.findings,
+                steps=doc.steps,
+                stopped_early=stopped,
+                exit_code=code,
+                errors=doc.errors,
+            )
         )
     return code
 
@@ -59,6 +65,8 @@ def report_text(doc: Doctor, stopped: bool = False) -> str:
     head = f"trainwell doctor: {doc.steps} optimizer steps watched"
     if stopped:
         head += " (stopped at --max-steps)"
+    if doc.errors:
+        head += f" (probes switched off after an internal error: {'; '.join(doc.errors)})"
     if not doc.findings:
         return f"{head}; no findings"
     blocks = [render(f) for f in doc.findings]

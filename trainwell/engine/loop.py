@@ -914,7 +914,7 @@ def _finish(
 ) -> None:
     run.flush()
     if doc is not None:
-        run.write_text("doctor.json", doctor_json(doc.findings, steps=doc.steps))
+        run.write_text("doctor.json", doctor_json(doc.findings, steps=doc.steps, errors=doc.errors))
     summary.update(
         status=status,
         steps=ts.step,
