@@ -239,3 +239,19 @@ def test_a_failing_probe_never_breaks_training():
             opt.step()
     assert doc.steps == 3
     assert doc.errors == ["Broken: ValueError: probe bug"]  # reported once, then switched off
+
+
+def test_watch_given_the_model_and_the_evidence_in_bytes():
+    model = torch.nn.Linear(4, 2)
+    model.kept = []
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with trainwell.doctor.watch(model=model, optimizer=opt) as doc:
+        for _ in range(6):
+            opt.zero_grad()
+            out = model(torch.randn(8, 4))
+            model.kept.append(out)
+            out.sum().backward()
+            opt.step()
+    (finding,) = doc.findings
+    assert finding.code == "graph-retained" and "kept" in finding.message
+    assert finding.evidence["bytes_held"] == finding.evidence["tensors_with_graph"] * 8 * 2 * 4

@@ -13,18 +13,25 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from trainwell.doctor.findings import Finding, render
 from trainwell.doctor.frame import Doctor
 
 
 @contextmanager
-def watch(max_steps: int | None = None) -> Iterator[Doctor]:
+def watch(
+    model: Any = None, optimizer: Any = None, max_steps: int | None = None
+) -> Iterator[Doctor]:
     """Watch the training inside the ``with`` block; read ``doc.findings`` afterwards.
 
-    ``doc.report()`` gives the report as text.
+    ``model`` and ``optimizer`` are optional: the doctor finds them by itself, but a
+    model given here is watched from the first step (its attributes are scanned even
+    before it runs a forward). ``doc.report()`` gives the report as text.
     """
     doc = Doctor(max_steps=max_steps)
+    if model is not None:
+        doc.watch_model(model)
     with doc:
         yield doc
 

@@ -283,6 +283,12 @@ class Doctor:
             for name, hs in self._handlers.items()
         }
 
+    def watch_model(self, model: nn.Module) -> None:
+        """Tell the probes about a model before it runs (they find models by themselves)."""
+        for probe in self.probes:
+            if hasattr(probe, "watch_model"):
+                probe.watch_model(model)
+
     def report(self) -> str:
         """The findings as text, one block each."""
         from trainwell.doctor.runner import report_text

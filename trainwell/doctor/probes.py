@@ -170,8 +170,11 @@ class GraphRetainedProbe:
         # Every training forward comes here: test membership by id, which is cheap,
         # before making the weak reference.
         if event.grad_enabled and id(event.module) not in self.model_ids:
-            self.model_ids.add(id(event.module))
-            self.models.add(event.module)
+            self.watch_model(event.module)
+
+    def watch_model(self, model: nn.Module) -> None:
+        self.model_ids.add(id(model))
+        self.models.add(model)
 
     def on_step(self, doc: Any, event: StepEvent) -> None:
         # The scan is the doctor's one costly check (~0.1 ms): every step at first (most
@@ -251,7 +254,11 @@ class GraphRetainedProbe:
                 f"({size} so far, in a {kind})"
             )
             fix = "store loss.item() (a float) or tensor.detach() instead of the tensor"
-            evidence = {"tensors_with_graph": size, "steps_observed": doc.steps}
+            evidence = {
+                "tensors_with_graph": size,
+                "bytes_held": _bytes_held(holder.value),  # the tensors; their graphs add more
+                "steps_observed": doc.steps,
+            }
         elif holder.carried:
             message = (
                 f"{holder.describe()} is carried from step to step without detach(): its "
@@ -398,6 +405,11 @@ def _device_tensors(value: Any) -> int:
         )
     except TypeError:
         return 0
+
+
+def _bytes_held(value: Any) -> int:
+    items = value.values() if isinstance(value, dict) else value
+    return sum(v.element_size() * v.numel() for v in items if isinstance(v, torch.Tensor))
 
 
 def _has_graph(t: Any) -> bool:
