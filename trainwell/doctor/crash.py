@@ -121,7 +121,9 @@ def _second_backward(frame: types.FrameType) -> Finding | None:
         used = {n.id for n in ast.walk(node.value) if isinstance(n, ast.Name)}
         for name in names & used:
             value = frame.f_locals.get(name, frame.f_globals.get(name))
-            if isinstance(value, torch.Tensor) and value.grad_fn is not None:
+            # A state may be one tensor or a tuple of them (an LSTM's (h, c)).
+            parts = value if isinstance(value, (tuple, list)) else (value,)
+            if any(isinstance(v, torch.Tensor) and v.grad_fn is not None for v in parts):
                 carried.append((node.lineno, name))
     if not carried:
         return None

@@ -76,40 +76,58 @@ class RetainGraphProbe:
 
 
 class EvalBuildsGraphProbe:
-    """Forward passes that build a graph no backward will use: evaluation without
+    """Forward passes that build a graph no backward ever uses: evaluation without
     ``torch.no_grad()`` / ``torch.inference_mode()``.
 
-    Two signals: a model in eval mode called with grad enabled on trainable weights; and
-    a run of grad-enabled forwards with no backward at all between them, longer than any
-    seen while training.
+    Each grad-enabled forward of a model (a module with parameters: loss modules are
+    not models) hangs a sentinel on its output's graph node. A backward through that node
+    clears it; a node freed (or still alive at the end) with its sentinel in place was
+    built for nothing. This holds whatever the model's mode (a backbone kept in eval
+    mode for its BatchNorm statistics but trained through is fine) and says so even when
+    nothing is kept.
     """
 
+    MAX_PENDING = 64  # unreached outputs followed at once; enough to see the pattern
+
     def __init__(self) -> None:
-        # Counts only: holding the events would keep their outputs (and graphs) alive.
-        self.since_backward = 0
-        self.longest_training_run = 0
-        self.backwards = 0
+        # key -> [weak refs to its sentinels, site, what]; one entry per forward
+        self.pending: dict[int, list[Any]] = {}
+        self.forwards = 0
 
     def on_forward(self, doc: Any, event: ForwardEvent) -> None:
-        if not event.grad_enabled or not _requires_grad(event.output):
+        if not event.grad_enabled or len(self.pending) >= self.MAX_PENDING:
             return
-        if not event.module.training:
-            self._report(doc, event, "the model is in eval mode but grad is enabled")
+        # Every output with a graph: a model may return several (an RNN's output and
+        # state) and the loss may use only one of them.
+        nodes = {id(t.grad_fn): t.grad_fn for t in _tensors(event.output) if t.grad_fn}
+        if not nodes or not _has_parameters(event.module):
             return
-        self.since_backward += 1
-        # Several forwards per backward are legitimate (two inputs, one loss, an RNN
-        # unrolled): judge only once training has shown its pattern (a few backward
-        # calls), and only a run clearly longer than any that led to a backward.
-        if self.backwards >= 2 and self.since_backward >= max(3, 2 * self.longest_training_run + 1):
-            self._report(doc, event, "no backward follows these forwards")
+        self.forwards += 1
+        key = self.forwards  # a counter: ids of freed objects are reused
+        mode = "eval" if not event.module.training else "train"
+        refs = []
+        for node in nodes.values():
+            sentinel = _Sentinel(self.pending, key)
+            # The graph node holds the sentinel, the probe only a weak reference, whose
+            # callback runs when the node (the graph) is freed.
+            refs.append(weakref.ref(sentinel, lambda _, k=key: self._freed(doc, k)))
+            node.register_prehook(sentinel)
+        self.pending[key] = [refs, event.site, f"{type(event.module).__name__} in {mode} mode"]
 
-    def on_backward(self, doc: Any, event: BackwardEvent) -> None:
-        self.longest_training_run = max(self.longest_training_run, self.since_backward)
-        self.since_backward = 0
-        self.backwards += 1
+    def on_end(self, doc: Any) -> None:
+        for key in list(self.pending):
+            self._report(doc, self.pending.pop(key))  # alive, never reached: kept for nothing
 
-    def _report(self, doc: Any, event: ForwardEvent, signal: str) -> None:
-        site = event.site
+    def _freed(self, doc: Any, key: int) -> None:
+        entry = self.pending.get(key)
+        if entry is None:
+            return  # a backward went through one of its outputs
+        if any(ref() is not None for ref in entry[0]):
+            return  # another output's graph still lives and may yet be reached
+        self._report(doc, self.pending.pop(key))
+
+    def _report(self, doc: Any, entry: list[Any]) -> None:
+        _, site, what = entry
         if site is None:
             return
         doc.add(
@@ -118,22 +136,62 @@ class EvalBuildsGraphProbe:
                 severity="warning",
                 file=site.file,
                 line=site.line,
-                message=f"forward pass with grad enabled that never reaches backward ({signal})",
-                why="every such call records an autograd graph and keeps its activations "
-                "while the output lives: slower, and memory for nothing",
+                message=f"forward pass with grad enabled ({what}) whose output never reached "
+                "a backward: an autograd graph built for nothing",
+                why="every such call records a graph and keeps its activations while the "
+                "output lives: slower, and memory for nothing",
                 fix="run evaluation under `with torch.no_grad():` (or torch.inference_mode())",
-                evidence={"module": type(event.module).__name__},
+                evidence={"module": what.split(" ")[0]},
             )
         )
 
 
-def _requires_grad(output: Any) -> bool:
+class _Sentinel:
+    """Hung on a graph node: a backward through the node clears its pending entry."""
+
+    __slots__ = ("pending", "key", "__weakref__")
+
+    def __init__(self, pending: dict[int, Any], key: int) -> None:
+        self.pending = pending
+        self.key = key
+
+    def __call__(self, grad_outputs: Any) -> None:
+        self.pending.pop(self.key, None)
+
+
+GRAPH_SEARCH_LIMIT = 5_000
+
+
+def _reachable(root: Any, targets: set[int], limit: int) -> set[int]:
+    """Which of ``targets`` (ids of graph nodes) the graph under ``root`` reaches."""
+    found: set[int] = set()
+    seen = {id(root)}
+    stack = [root]
+    while stack and len(seen) < limit and len(found) < len(targets):
+        node = stack.pop()
+        if id(node) in targets:
+            found.add(id(node))
+        for nxt, _ in getattr(node, "next_functions", ()):
+            if nxt is not None and id(nxt) not in seen:
+                seen.add(id(nxt))
+                stack.append(nxt)
+    return found
+
+
+def _tensors(output: Any) -> list[torch.Tensor]:
+    """The tensors of a forward's output: a tensor, or those in a tuple, list or dict."""
     if isinstance(output, torch.Tensor):
-        return output.requires_grad
-    if isinstance(output, (list, tuple)):
-        return any(_requires_grad(o) for o in output)
+        return [output]
     if isinstance(output, dict):
-        return any(_requires_grad(o) for o in output.values())
+        output = list(output.values())
+    if isinstance(output, (list, tuple)):
+        return [v for v in output if isinstance(v, torch.Tensor)]
+    return []
+
+
+def _has_parameters(module: nn.Module) -> bool:
+    for _ in module.parameters():
+        return True
     return False
 
 
@@ -165,6 +223,7 @@ class GraphRetainedProbe:
         self.model_ids: set[int] = set()
         self.started = 0.0
         self.scan_time = 0.0
+        self.roots: dict[str, Any] = {}  # the graph root each single-tensor holder had
 
     def on_forward(self, doc: Any, event: ForwardEvent) -> None:
         # Every training forward comes here: test membership by id, which is cheap,
@@ -203,6 +262,11 @@ class GraphRetainedProbe:
             if size is None:
                 continue
             seen.add(path)
+            if isinstance(holder.value, torch.Tensor) and not self._reaches_back(path, holder):
+                # A fresh graph this step (a loss, an output): its size may vary with the
+                # batch, but it holds nothing from earlier steps.
+                self.history.pop(path, None)
+                continue
             if _grows(self.history, path, size, self.STEPS):
                 self._report(doc, path, holder, size, frame)
             if not isinstance(holder.value, torch.Tensor):
@@ -211,10 +275,23 @@ class GraphRetainedProbe:
                 on_device = _device_tensors(holder.value)
                 if _grows(self.device_history, path, on_device, self.DEVICE_STEPS):
                     self._report_device(doc, holder, on_device, frame)
-        for history in (self.history, self.device_history):
+        for history in (self.history, self.device_history, self.roots):
             for path in list(history):
                 if path not in seen:
                     del history[path]
+
+    def _reaches_back(self, path: str, holder: _Holder) -> bool:
+        """Does this tensor's graph contain the graph the same holder had at the last
+        scan? That is what keeping history across steps means (``total += loss``, a
+        state carried without detach); a new graph of the same size does not."""
+        root = holder.value.grad_fn
+        previous = self.roots.get(path)
+        self.roots[path] = root  # the node only: its saved tensors were freed by backward
+        if previous is None:
+            return True  # nothing to compare yet
+        if previous is root:
+            return True  # the same graph is still held
+        return bool(_reachable(root, {id(previous)}, self.GRAPH_LIMIT))
 
     def _report_device(self, doc: Any, holder: _Holder, count: int, frame: Any) -> None:
         site = _store_site(holder, container=True)
@@ -301,6 +378,8 @@ class _Holder:
         self.key: Any = None  # held as name[key], not as name itself
 
     def describe(self) -> str:
+        if self.key is not None and self.cls is not None:
+            return f"`{self.owner}.{self.name}[{self.key!r}]` (in a {self.cls.__name__})"
         if self.key is not None:
             return f"`{self.name}[{self.key!r}]`"
         if self.cls is None:
@@ -362,6 +441,13 @@ def _attributes(owner: str, obj: Any, seen: set[int]) -> list[tuple[str, _Holder
                 continue
             if _holds_tensors(value):
                 found.append((f"{path}.{name}", _Holder(name, value, path, type(o))))
+                if isinstance(value, dict):
+                    # self.history["loss"].append(loss): containers one level down.
+                    for key, inner in list(value.items())[:100]:
+                        if isinstance(inner, (list, deque, dict)):
+                            holder = _Holder(name, inner, path, type(o))
+                            holder.key = key
+                            found.append((f"{path}.{name}[{key!r}]", holder))
     return found
 
 
@@ -417,14 +503,26 @@ def _has_graph(t: Any) -> bool:
 
 
 def _measure(value: Any, limit: int) -> int | None:
-    """Tensors with graphs in a container, or graph nodes behind one tensor."""
+    """Tensors with graphs in a container, or graph nodes behind one tensor.
+
+    A container's items may themselves be small tuples or dicts (``outputs.append(
+    {"loss": loss, "logits": logits})``): an item counts when it holds a graph.
+    """
     if isinstance(value, torch.Tensor):
         return _graph_size(value.grad_fn, limit) if value.grad_fn is not None else None
     items = value.values() if isinstance(value, dict) else value
     try:
-        return sum(1 for v in items if _has_graph(v))
+        return sum(1 for v in items if _has_graph(v) or _nested_graph(v))
     except TypeError:
         return None
+
+
+def _nested_graph(item: Any) -> bool:
+    if isinstance(item, (tuple, list)) and len(item) <= 16:
+        return any(_has_graph(v) for v in item)
+    if isinstance(item, dict) and len(item) <= 16:
+        return any(_has_graph(v) for v in item.values())
+    return False
 
 
 def _graph_size(root: Any, limit: int) -> int:
@@ -481,12 +579,16 @@ def _store_site(holder: _Holder, container: bool) -> tuple[str, int, int | None]
 
 def _target_matches(node: ast.AST, holder: _Holder) -> bool:
     if holder.key is not None:
+        inner = node.value if isinstance(node, ast.Subscript) else None
+        named = (isinstance(inner, ast.Name) and inner.id == holder.name) or (
+            holder.cls is not None
+            and isinstance(inner, ast.Attribute)
+            and inner.attr == holder.name
+        )
         return (
-            isinstance(node, ast.Subscript)
-            and isinstance(node.value, ast.Name)
-            and node.value.id == holder.name
-            and isinstance(node.slice, ast.Constant)
-            and node.slice.value == holder.key
+            named
+            and isinstance(node.slice, ast.Constant)  # type: ignore[union-attr]
+            and node.slice.value == holder.key  # type: ignore[union-attr]
         )
     if holder.cls is None:
         return isinstance(node, ast.Name) and node.id == holder.name
