@@ -88,23 +88,40 @@ class EvalBuildsGraphProbe:
     """
 
     MAX_PENDING = 64  # unreached outputs followed at once; enough to see the pattern
+    ALWAYS = 16  # training forwards all followed at first
+    SAMPLE = 8  # then one in this many
 
     def __init__(self) -> None:
         # key -> [weak refs to its sentinels, site, what]; one entry per forward
         self.pending: dict[int, list[Any]] = {}
         self.forwards = 0
+        self.models: weakref.WeakKeyDictionary[nn.Module, bool] = weakref.WeakKeyDictionary()
+
+    def _is_model(self, module: nn.Module) -> bool:
+        """A module with parameters (a loss module is not a model); cached per module."""
+        known = self.models.get(module)
+        if known is None:
+            known = self.models[module] = _has_parameters(module)
+        return known
 
     def on_forward(self, doc: Any, event: ForwardEvent) -> None:
         if not event.grad_enabled or len(self.pending) >= self.MAX_PENDING:
             return
+        self.forwards += 1
+        # Training forwards are followed one in SAMPLE after the first few: a forward
+        # that never reaches backward comes back batch after batch, so a sample sees it,
+        # and the training step pays for a sentinel only now and then. Eval-mode forwards
+        # (rare in training) are always followed.
+        training = event.module.training
+        if training and self.forwards > self.ALWAYS and self.forwards % self.SAMPLE:
+            return
         # Every output with a graph: a model may return several (an RNN's output and
         # state) and the loss may use only one of them.
         nodes = {id(t.grad_fn): t.grad_fn for t in _tensors(event.output) if t.grad_fn}
-        if not nodes or not _has_parameters(event.module):
+        if not nodes or not self._is_model(event.module):
             return
-        self.forwards += 1
         key = self.forwards  # a counter: ids of freed objects are reused
-        mode = "eval" if not event.module.training else "train"
+        mode = "train" if training else "eval"
         refs = []
         for node in nodes.values():
             sentinel = _Sentinel(self.pending, key)
