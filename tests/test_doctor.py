@@ -137,14 +137,12 @@ def test_the_engine_runs_the_doctor_and_writes_doctor_json(cli, tmp_path):
     assert code == 0 and not (tmp_path / "off" / "doctor.json").exists()
 
 
-def test_allocator_fragmentation_from_sampled_memory():
-    from trainwell.doctor.probes import AllocatorProbe, fragmentation
+def train_with_memory_samples(samples):
+    """100 optimizer steps watched by an AllocatorProbe reading (allocated, reserved)
+    from ``samples`` instead of CUDA."""
+    from trainwell.doctor.probes import AllocatorProbe
 
-    assert fragmentation([(1000, 2000 + 300 * i) for i in range(10)])
-    assert not fragmentation([(1000 + 300 * i, 2000 + 300 * i) for i in range(10)])  # a leak
-    assert not fragmentation([(1000, 2000)] * 10)  # steady
-    assert not fragmentation([(1000, 2000 + 300 * i) for i in range(5)])  # too early to say
-    series = iter([(1000, 2000 + 500 * i) for i in range(100)])
+    series = iter(samples)
     model = torch.nn.Linear(4, 2)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     doc = trainwell.doctor.Doctor(probes=[AllocatorProbe(sample=lambda: next(series))])
@@ -153,6 +151,17 @@ def test_allocator_fragmentation_from_sampled_memory():
             opt.zero_grad()
             model(torch.randn(2, 4)).sum().backward()
             opt.step()  # the line the finding points at
+    return doc
+
+
+def test_allocator_fragmentation_from_sampled_memory():
+    from trainwell.doctor.probes import fragmentation
+
+    assert fragmentation([(1000, 2000 + 300 * i) for i in range(10)])
+    assert not fragmentation([(1000 + 300 * i, 2000 + 300 * i) for i in range(10)])  # a leak
+    assert not fragmentation([(1000, 2000)] * 10)  # steady
+    assert not fragmentation([(1000, 2000 + 300 * i) for i in range(5)])  # too early to say
+    doc = train_with_memory_samples([(1000, 2000 + 500 * i) for i in range(100)])
     source = Path(__file__).read_text().splitlines()
     line = next(i for i, t in enumerate(source, 1) if "# the line the finding points at" in t)
     assert [(f.code, f.line) for f in doc.findings] == [("allocator-fragmentation", line)]
@@ -207,20 +216,12 @@ def test_the_frame_sends_every_training_event_and_restores_everything():
 
 
 def test_allocated_memory_climbing_without_a_named_holder_is_a_leak():
-    from trainwell.doctor.probes import AllocatorProbe, climbing
+    from trainwell.doctor.probes import climbing
 
     assert climbing([(1000 + 300 * i, 5000) for i in range(10)])
     assert not climbing([(1000, 5000)] * 10)
     assert not climbing([(1000 + 300 * (i % 2), 5000) for i in range(10)])  # oscillates
-    series = iter([(1000 + 400 * i, 9000) for i in range(100)])
-    model = torch.nn.Linear(4, 2)
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    doc = trainwell.doctor.Doctor(probes=[AllocatorProbe(sample=lambda: next(series))])
-    with doc:
-        for _ in range(100):
-            opt.zero_grad()
-            model(torch.randn(2, 4)).sum().backward()
-            opt.step()
+    doc = train_with_memory_samples([(1000 + 400 * i, 9000) for i in range(100)])
     assert [f.code for f in doc.findings] == ["tensor-accumulation"]
     assert "could not name what holds it" in doc.findings[0].message
 
