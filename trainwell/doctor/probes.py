@@ -14,6 +14,7 @@ import time
 import types
 import weakref
 from collections import deque
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -176,23 +177,17 @@ class _Sentinel:
         self.pending.pop(self.key, None)
 
 
-GRAPH_SEARCH_LIMIT = 5_000
-
-
-def _reachable(root: Any, targets: set[int], limit: int) -> set[int]:
-    """Which of ``targets`` (ids of graph nodes) the graph under ``root`` reaches."""
-    found: set[int] = set()
-    seen = {id(root)}
+def _walk(root: Any, limit: int) -> Iterator[Any]:
+    """The nodes of the autograd graph under ``root``, each once, at most ``limit``."""
+    seen = {root}
     stack = [root]
-    while stack and len(seen) < limit and len(found) < len(targets):
+    while stack:
         node = stack.pop()
-        if id(node) in targets:
-            found.add(id(node))
+        yield node
         for nxt, _ in getattr(node, "next_functions", ()):
-            if nxt is not None and id(nxt) not in seen:
-                seen.add(id(nxt))
+            if nxt is not None and nxt not in seen and len(seen) < limit:
+                seen.add(nxt)
                 stack.append(nxt)
-    return found
 
 
 def _tensors(output: Any) -> list[torch.Tensor]:
@@ -308,7 +303,7 @@ class GraphRetainedProbe:
             return True  # nothing to compare yet
         if previous is root:
             return True  # the same graph is still held
-        return bool(_reachable(root, {id(previous)}, self.GRAPH_LIMIT))
+        return any(node is previous for node in _walk(root, self.GRAPH_LIMIT))
 
     def _report_device(self, doc: Any, holder: _Holder, count: int, frame: Any) -> None:
         site = _store_site(holder, container=True)
@@ -419,14 +414,7 @@ def _holders(frame: types.FrameType, seen_objects: set[int]) -> list[tuple[str, 
             if name.startswith("__") or isinstance(value, (types.ModuleType, type)):
                 continue
             if _holds_tensors(value):
-                found.append((name, _Holder(name, value, None, None)))
-                if isinstance(value, dict):
-                    # history["loss"].append(loss): containers one level down.
-                    for key, inner in list(value.items())[:100]:
-                        if isinstance(inner, (list, deque, dict)):
-                            holder = _Holder(name, inner, None, None)
-                            holder.key = key
-                            found.append((f"{name}[{key!r}]", holder))
+                found += _held(name, name, value, None, None)
             elif _is_user_object(value) and id(value) not in seen_objects:
                 seen_objects.add(id(value))
                 found += _attributes(name, value, seen_objects)
@@ -457,14 +445,22 @@ def _attributes(owner: str, obj: Any, seen: set[int]) -> list[tuple[str, _Holder
             if name.startswith("_") or name in skip:
                 continue
             if _holds_tensors(value):
-                found.append((f"{path}.{name}", _Holder(name, value, path, type(o))))
-                if isinstance(value, dict):
-                    # self.history["loss"].append(loss): containers one level down.
-                    for key, inner in list(value.items())[:100]:
-                        if isinstance(inner, (list, deque, dict)):
-                            holder = _Holder(name, inner, path, type(o))
-                            holder.key = key
-                            found.append((f"{path}.{name}[{key!r}]", holder))
+                found += _held(f"{path}.{name}", name, value, path, type(o))
+    return found
+
+
+def _held(
+    path: str, name: str, value: Any, owner: str | None, cls: type | None
+) -> list[tuple[str, _Holder]]:
+    """A holder for ``value``, and for the containers one level inside a dict of them
+    (``history["loss"].append(loss)``, ``self.history["loss"]...``)."""
+    found = [(path, _Holder(name, value, owner, cls))]
+    if isinstance(value, dict):
+        for key, inner in list(value.items())[:100]:
+            if isinstance(inner, (list, deque, dict)):
+                holder = _Holder(name, inner, owner, cls)
+                holder.key = key
+                found.append((f"{path}[{key!r}]", holder))
     return found
 
 
@@ -543,15 +539,7 @@ def _nested_graph(item: Any) -> bool:
 
 
 def _graph_size(root: Any, limit: int) -> int:
-    seen = {root}
-    stack = [root]
-    while stack and len(seen) < limit:
-        node = stack.pop()
-        for nxt, _ in getattr(node, "next_functions", ()):
-            if nxt is not None and nxt not in seen:
-                seen.add(nxt)
-                stack.append(nxt)
-    return len(seen)
+    return sum(1 for _ in _walk(root, limit))
 
 
 # ---- where the fix goes --------------------------------------------------------------------
