@@ -192,27 +192,41 @@ def test_the_frame_sends_every_training_event_and_restores_everything():
                 return lambda doc, *event: self.events.append(name)
             raise AttributeError(name)
 
+    from torch.optim import lr_scheduler
+
     originals = (torch.Tensor.backward, torch.optim.Optimizer.zero_grad,
-                 torch.optim.lr_scheduler.LRScheduler.step, torch.nn.Module.__call__)  # fmt: skip
+                 torch.optim.Optimizer.__init__, lr_scheduler.LRScheduler.step,
+                 lr_scheduler.LRScheduler.__init__, torch.nn.Module.__call__,
+                 torch.nn.Module.train, torch.nn.functional.cross_entropy,
+                 torch.amp.GradScaler.step, torch.amp.GradScaler.update)  # fmt: skip
     rec = Recorder()
-    model = torch.nn.Linear(4, 2)
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    sched = torch.optim.lr_scheduler.StepLR(opt, 1)
-    loader = DataLoader(TensorDataset(torch.randn(8, 4)), batch_size=4)
     with trainwell.doctor.Doctor(probes=[rec]):
+        model = torch.nn.Linear(4, 2)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        sched = lr_scheduler.StepLR(opt, 1)
+        scaler = torch.amp.GradScaler("cpu")
+        loader = DataLoader(TensorDataset(torch.randn(8, 4)), batch_size=4)
+        model.train()
         for (x,) in loader:
             opt.zero_grad()
-            model(x).sum().backward()
-            opt.step()
+            loss = torch.nn.functional.cross_entropy(model(x), torch.zeros(4, dtype=torch.long))
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
         sched.step()
         with torch.no_grad():
             model(x)
-    steps = ["on_batch", "on_zero_grad", "on_forward", "on_backward", "on_step"]
-    assert rec.events == [*steps, *steps, "on_epoch_end", "on_scheduler_step", "on_forward",
+    steps = ["on_batch", "on_zero_grad", "on_forward", "on_loss", "on_backward",
+             "on_scaler_step", "on_pre_step", "on_step", "on_scaler_update"]  # fmt: skip
+    # The step StepLR's constructor takes is not an event.
+    assert rec.events == ["on_optimizer_created", "on_scheduler_created", "on_mode", *steps,
+                          *steps, "on_epoch_end", "on_scheduler_step", "on_forward",
                           "on_end"]  # fmt: skip
     assert originals == (torch.Tensor.backward, torch.optim.Optimizer.zero_grad,
-                         torch.optim.lr_scheduler.LRScheduler.step,
-                         torch.nn.Module.__call__)  # fmt: skip
+                         torch.optim.Optimizer.__init__, lr_scheduler.LRScheduler.step,
+                         lr_scheduler.LRScheduler.__init__, torch.nn.Module.__call__,
+                         torch.nn.Module.train, torch.nn.functional.cross_entropy,
+                         torch.amp.GradScaler.step, torch.amp.GradScaler.update)  # fmt: skip
 
 
 def test_allocated_memory_climbing_without_a_named_holder_is_a_leak():

@@ -19,6 +19,13 @@ from trainwell.doctor.frame import is_user_file
 
 OOM_MARKERS = ("out of memory", "can't allocate memory", "CUDA error: out of memory")
 SECOND_BACKWARD = "Trying to backward through the graph a second time"
+DEVICE_MARKERS = (
+    "Expected all tensors to be on the same device",
+    "is not on the expected device",
+    "Expected object of device type",
+    "should be the same or input should be a MKLDNN tensor",  # conv: input vs weight type
+    "Input type (",
+)
 
 
 def explain(doc: Any, exc: BaseException) -> None:
@@ -29,6 +36,8 @@ def explain(doc: Any, exc: BaseException) -> None:
     text = str(exc)
     if isinstance(exc, torch.OutOfMemoryError) or any(m in text for m in OOM_MARKERS):
         doc.add(_oom(frame, text))
+    elif any(m in text for m in DEVICE_MARKERS):
+        doc.add(_device_mismatch(frame, text))
     elif SECOND_BACKWARD in text:
         finding = _second_backward(frame)
         if finding is not None:
@@ -80,6 +89,58 @@ def _oom(frame: types.FrameType, text: str) -> Finding:
         "torch.no_grad(), and do not keep tensors with graphs across steps",
         evidence={"largest_tensors": largest, "parameter_bytes": params},
     )
+
+
+def _device_mismatch(frame: types.FrameType, text: str) -> Finding:
+    """Which of the tensors and models in the failing line's scope are on which device."""
+    places: dict[str, str] = {}
+    for name, value in frame.f_locals.items():
+        for label, obj in _tensors_and_modules(name, value):
+            device = _device_of(obj)
+            if device is not None:
+                places[label] = device
+    by_device: dict[str, list[str]] = {}
+    for label, device in places.items():
+        by_device.setdefault(device, []).append(label)
+    summary = "; ".join(f"on {d}: {', '.join(sorted(n)[:6])}" for d, n in sorted(by_device.items()))
+    return Finding(
+        code="device-mismatch",
+        severity="error",
+        file=frame.f_code.co_filename,
+        line=frame.f_lineno,
+        message="tensors on different devices meet here: "
+        + (summary or " ".join(text.split())[:160]),
+        why="every operation needs its inputs (and a layer's weights) on one device; "
+        "PyTorch never moves them for you",
+        fix="pick the device once (device = torch.device('cuda' if "
+        "torch.cuda.is_available() else 'cpu')), call model.to(device) after building the "
+        "model (and before building the optimizer), and move every batch with "
+        "x.to(device), y.to(device)",
+        evidence={"devices": places, "exception": " ".join(text.split())[:300]},
+    )
+
+
+def _tensors_and_modules(name: str, value: Any) -> list[tuple[str, Any]]:
+    if isinstance(value, (torch.Tensor, torch.nn.Module)):
+        found = [(name, value)]
+        if isinstance(value, torch.nn.Module) and name == "self":
+            # Inside a model's forward: its direct parts and the tensors they hold.
+            found = [(f"self.{n}", m) for n, m in value.named_children()]
+            found += [(f"self.{n}", p) for n, p in value.named_parameters(recurse=False)]
+        return found
+    if isinstance(value, (list, tuple)):
+        return [(f"{name}[{i}]", v) for i, v in enumerate(value[:8])
+                if isinstance(v, (torch.Tensor, torch.nn.Module))]  # fmt: skip
+    return []
+
+
+def _device_of(obj: Any) -> str | None:
+    if isinstance(obj, torch.Tensor):
+        return str(obj.device)
+    devices = {str(p.device) for p in obj.parameters()} | {str(b.device) for b in obj.buffers()}
+    if not devices:
+        return None
+    return devices.pop() if len(devices) == 1 else "/".join(sorted(devices))
 
 
 def _names_in_scope(frame: types.FrameType) -> dict[int, str]:

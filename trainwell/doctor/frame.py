@@ -5,21 +5,26 @@ A user's own script is watched with no code change: a wrapper around
 hooks and wrappers around ``Tensor.backward``,
 ``Optimizer.zero_grad``, ``LRScheduler.step`` and DataLoader iteration turn its training
 into events: batch fetched (with the wait), root forward (train or eval), backward,
-zero_grad, optimizer step, scheduler step, epoch end. Probes are plain objects with any
-of ``on_batch``, ``on_forward``, ``on_backward``, ``on_zero_grad``, ``on_step``,
-``on_scheduler_step``, ``on_epoch_end``, ``on_end`` (duck-typed, as Lightning Fabric
-calls callbacks); each reports findings through :meth:`Doctor.add`, once per
-(code, file, line). Everything installed is removed on exit.
+zero_grad, optimizer step (before and after), scheduler step, epoch end. Wrappers around
+the classification losses (``F.cross_entropy``, ``F.nll_loss``, the two binary cross
+entropies), ``GradScaler.step`` / ``update``, ``Module.train`` and the optimizer and
+scheduler constructors add: loss computed, scaler step and update, mode switched,
+optimizer or scheduler created (with the line that made it). Probes are plain objects
+with any of the ``on_*`` methods in :data:`EVENTS` and ``on_end`` (duck-typed, as
+Lightning Fabric calls callbacks); each reports findings through :meth:`Doctor.add`,
+once per (code, file, line). Everything installed is removed on exit.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import sys
 import sysconfig
 import time
 import types
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,6 +47,16 @@ def is_user_file(filename: str) -> bool:
         return False
     path = os.path.abspath(filename)
     return not path.startswith(_LIBRARY_DIRS)
+
+
+def _site(skip: int) -> Site | None:
+    """The user's line that called the function ``skip`` frames up."""
+    return Site.of(user_frame(start=sys._getframe(skip + 1)))
+
+
+def here() -> Site | None:
+    """The innermost line of user code on the stack now (a probe asks from an event)."""
+    return Site.of(user_frame(start=sys._getframe(1)))
 
 
 def user_frame(skip: int = 1, start: types.FrameType | None = None) -> types.FrameType | None:
@@ -87,11 +102,21 @@ class Site:
 
 
 class ForwardEvent(_LazySite):
-    """A model's forward (the outermost module call) finished."""
+    """A model's forward (the outermost module call) finished; ``args`` and ``kwargs``
+    are its inputs (a probe may call the model again on them)."""
 
-    def __init__(self, module: nn.Module, output: Any, grad_enabled: bool, frame: Any) -> None:
+    def __init__(
+        self, module: nn.Module, args: tuple, kwargs: dict, output: Any, grad_enabled: bool,
+        frame: Any,
+    ) -> None:  # fmt: skip
         super().__init__(frame)
         self.module, self.output, self.grad_enabled = module, output, grad_enabled
+        self.args, self.kwargs = args, kwargs
+        self._caller = frame.f_code.co_filename
+
+    def caller_is_user(self) -> bool:
+        """Whether the user's code called the model directly (not a library helper)."""
+        return is_user_file(self._caller)
 
 
 class BackwardEvent(_LazySite):
@@ -104,20 +129,55 @@ class BackwardEvent(_LazySite):
 
 @dataclass
 class BatchEvent:
-    """A batch came out of a DataLoader after ``wait_s`` seconds."""
+    """A batch came out of a DataLoader after ``wait_s`` seconds; ``site`` is the user's
+    line that iterates the loader (the ``for`` statement)."""
 
-    loader: Any
+    loader: Any  # the DataLoader's iterator
     batch: Any
     wait_s: float
     index: int  # batches taken from this iterator so far, this one included
+    site: Site | None = None
+
+
+class LossEvent(_LazySite):
+    """A classification loss is about to be computed: ``name`` is the functional
+    (``cross_entropy``, ``nll_loss``, ``binary_cross_entropy_with_logits``,
+    ``binary_cross_entropy``), ``kwargs`` its keyword arguments."""
+
+    def __init__(self, name: str, input: Any, target: Any, kwargs: dict, frame: Any) -> None:
+        super().__init__(frame)
+        self.name, self.input, self.target, self.kwargs = name, input, target, kwargs
+
+
+class ScalerEvent(_LazySite):
+    """``GradScaler.step(optimizer)`` was called (``optimizer`` set), or
+    ``GradScaler.update()`` finished (``scale_before`` holds the scale it started from,
+    still on the device: reading it would make the host wait)."""
+
+    def __init__(self, scaler: Any, optimizer: Any, scale_before: Any, frame: Any) -> None:
+        super().__init__(frame)
+        self.scaler, self.optimizer, self.scale_before = scaler, optimizer, scale_before
+
+
+@dataclass
+class CreatedEvent:
+    """An optimizer, an LR scheduler or a model's mode switch (``module.train(mode)``)
+    happened at ``site`` in the user's code."""
+
+    obj: Any
+    site: Site | None
+    mode: bool | None = None
 
 
 class StepEvent(_LazySite):
     """``optimizer.step()`` finished; ``frame`` is the user's frame that called it."""
 
-    def __init__(self, optimizer: torch.optim.Optimizer, step: int, frame: Any) -> None:
+    def __init__(
+        self, optimizer: torch.optim.Optimizer, step: int, frame: Any, closure: bool = False
+    ) -> None:
         super().__init__(frame)
         self.optimizer, self.step = optimizer, step
+        self.closure = closure  # step(closure): the gradients are made inside the step
 
 
 EVENTS = (
@@ -125,10 +185,21 @@ EVENTS = (
     "on_forward",
     "on_backward",
     "on_zero_grad",
+    "on_pre_step",  # the optimizer (the event) is about to step
     "on_step",
     "on_scheduler_step",
     "on_epoch_end",
+    "on_loss",
+    "on_scaler_step",
+    "on_scaler_update",
+    "on_mode",
+    "on_optimizer_created",
+    "on_scheduler_created",
 )
+
+# The classification losses the probes look into (labels, probabilities, first loss).
+LOSSES = ("cross_entropy", "nll_loss", "binary_cross_entropy_with_logits",
+          "binary_cross_entropy")  # fmt: skip
 
 
 class StopTraining(BaseException):
@@ -172,6 +243,11 @@ class Doctor:
         self.steps = 0
         self._keys: set[tuple[str, str, int]] = set()
         self._depth = 0  # nesting of module calls: 0 outside any model
+        self._mode_depth = 0  # nesting of Module.train calls
+        self._creating = 0  # inside a scheduler's constructor
+        self._muted = False  # a probe is replaying a forward: no events meanwhile
+        # (iterator, batch) -> the batch the script gets: the overfit check's hook
+        self.swap_batch: Any = None
         self._handles: list[Any] = []
         self._patches: list[tuple[Any, str, Any]] = []
 
@@ -198,7 +274,10 @@ class Doctor:
     def install(self) -> None:
         from torch.optim import optimizer as optimizer_mod
 
-        self._handles = [optimizer_mod.register_optimizer_step_post_hook(self._post_step)]
+        self._handles = [
+            optimizer_mod.register_optimizer_step_pre_hook(self._pre_step),
+            optimizer_mod.register_optimizer_step_post_hook(self._post_step),
+        ]
         doctor = self
         call = nn.Module.__call__
 
@@ -212,7 +291,7 @@ class Doctor:
             finally:
                 doctor._depth -= 1
             if doctor._depth == 0:
-                doctor._on_forward(module, output)
+                doctor._on_forward(module, args, kwargs, output)
             return output
 
         backward = torch.Tensor.backward
@@ -228,14 +307,32 @@ class Doctor:
             doctor._dispatch("on_zero_grad", optimizer)
             return zero_grad(optimizer, *args, **kwargs)
 
+        optimizer_init = torch.optim.Optimizer.__init__
+
+        def optimizer_created(optimizer, *args, **kwargs):
+            optimizer_init(optimizer, *args, **kwargs)
+            doctor._dispatch("on_optimizer_created", CreatedEvent(optimizer, _site(1)))
+
         from torch.optim import lr_scheduler
         from torch.utils.data import dataloader
 
         sched_step = lr_scheduler.LRScheduler.step
+        sched_init = lr_scheduler.LRScheduler.__init__
 
         def scheduler_step(scheduler, *args, **kwargs):
-            doctor._dispatch("on_scheduler_step", scheduler)
+            # The step a scheduler's constructor takes is not the user's.
+            if not doctor._creating:
+                doctor._dispatch("on_scheduler_step", scheduler)
             return sched_step(scheduler, *args, **kwargs)
+
+        def scheduler_created(scheduler, *args, **kwargs):
+            doctor._creating += 1
+            try:
+                sched_init(scheduler, *args, **kwargs)
+            finally:
+                doctor._creating -= 1
+            if not doctor._creating:
+                doctor._dispatch("on_scheduler_created", CreatedEvent(scheduler, _site(1)))
 
         next_batch = dataloader._BaseDataLoaderIter.__next__
 
@@ -246,15 +343,74 @@ class Doctor:
             except StopIteration:
                 doctor._dispatch("on_epoch_end", it._dataset)
                 raise
-            event = BatchEvent(it, batch, time.perf_counter() - start, it._num_yielded)
-            doctor._dispatch("on_batch", event)
+            wait = time.perf_counter() - start
+            if doctor.swap_batch is not None:
+                batch = doctor.swap_batch(it, batch)
+            if it._num_yielded == 1:  # the loop's line, found once per pass over the data
+                it._trainwell_site = _site(1)
+            site = getattr(it, "_trainwell_site", None)
+            doctor._dispatch("on_batch", BatchEvent(it, batch, wait, it._num_yielded, site))
             return batch
 
+        train = nn.Module.train
+
+        def module_train(module, mode=True):
+            # train() recurses into the children: only the outermost call is an event.
+            doctor._mode_depth += 1
+            try:
+                result = train(module, mode)
+            finally:
+                doctor._mode_depth -= 1
+            if not doctor._mode_depth:
+                doctor._dispatch("on_mode", CreatedEvent(module, _site(1), bool(mode)))
+            return result
+
         self._patch(nn.Module, "__call__", module_call)
+        self._patch(nn.Module, "train", module_train)
         self._patch(torch.Tensor, "backward", tensor_backward)
         self._patch(torch.optim.Optimizer, "zero_grad", optimizer_zero_grad)
+        self._patch(torch.optim.Optimizer, "__init__", optimizer_created)
         self._patch(lr_scheduler.LRScheduler, "step", scheduler_step)
+        self._patch(lr_scheduler.LRScheduler, "__init__", scheduler_created)
         self._patch(dataloader._BaseDataLoaderIter, "__next__", loader_next)
+        self._patch_scaler()
+        for name in LOSSES:
+            self._patch(torch.nn.functional, name, self._loss_wrapper(name))
+
+    def _loss_wrapper(self, name: str) -> Any:
+        original = getattr(torch.nn.functional, name)
+        doctor = self
+
+        @functools.wraps(original)
+        def loss(input, target, *args, **kwargs):
+            if doctor._handlers["on_loss"]:
+                event = LossEvent(name, input, target, kwargs, sys._getframe(1))
+                doctor._dispatch("on_loss", event)
+            return original(input, target, *args, **kwargs)
+
+        return loss
+
+    def _patch_scaler(self) -> None:
+        scaler_cls = torch.amp.GradScaler
+        step, update = scaler_cls.step, scaler_cls.update
+        doctor = self
+
+        def scaler_step(scaler, optimizer, *args, **kwargs):
+            event = ScalerEvent(scaler, optimizer, None, sys._getframe(1))
+            doctor._dispatch("on_scaler_step", event)
+            return step(scaler, optimizer, *args, **kwargs)
+
+        def scaler_update(scaler, new_scale=None):
+            scale = getattr(scaler, "_scale", None)
+            before = scale.clone() if scale is not None and scaler.is_enabled() else None
+            result = update(scaler, new_scale)
+            if before is not None:
+                doctor._dispatch("on_scaler_update", ScalerEvent(scaler, None, before,
+                                                                 sys._getframe(1)))  # fmt: skip
+            return result
+
+        self._patch(scaler_cls, "step", scaler_step)
+        self._patch(scaler_cls, "update", scaler_update)
 
     def _patch(self, owner: Any, name: str, replacement: Any) -> None:
         self._patches.append((owner, name, owner.__dict__[name]))
@@ -269,6 +425,8 @@ class Doctor:
         self._patches = []
 
     def _dispatch(self, method: str, event: Any) -> None:
+        if self._muted:
+            return
         for handler in self._handlers.get(method, ()):
             try:
                 handler(self, event)
@@ -289,6 +447,16 @@ class Doctor:
             if hasattr(probe, "watch_model"):
                 probe.watch_model(model)
 
+    @contextlib.contextmanager
+    def muted(self) -> Iterator[None]:
+        """No events inside: a probe runs the model itself (replaying a batch)."""
+        muted, depth = self._muted, self._depth
+        self._muted, self._depth = True, depth + 1
+        try:
+            yield
+        finally:
+            self._muted, self._depth = muted, depth
+
     def report(self) -> str:
         """The findings as text, one block each."""
         from trainwell.doctor.runner import report_text
@@ -306,13 +474,22 @@ class Doctor:
 
     # ---- events -------------------------------------------------------------------------------
 
-    def _on_forward(self, module: nn.Module, output: Any) -> None:
-        event = ForwardEvent(module, output, torch.is_grad_enabled(), sys._getframe(2))
+    def _on_forward(self, module: nn.Module, args: tuple, kwargs: dict, output: Any) -> None:
+        event = ForwardEvent(
+            module, args, kwargs, output, torch.is_grad_enabled(), sys._getframe(2)
+        )
         self._dispatch("on_forward", event)
 
     def _on_backward(self, tensor: torch.Tensor, retain_graph: bool) -> None:
         event = BackwardEvent(tensor, retain_graph, sys._getframe(2))
         self._dispatch("on_backward", event)
+
+    def _pre_step(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+        if self._handlers["on_pre_step"]:
+            # args holds the optimizer itself first, then step's own arguments.
+            closure = (len(args) > 1 and args[1] is not None) or kwargs.get("closure") is not None
+            event = StepEvent(optimizer, self.steps + 1, sys._getframe(1), closure)
+            self._dispatch("on_pre_step", event)
 
     def _post_step(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
         self.steps += 1

@@ -22,10 +22,30 @@ from torch import nn
 
 from trainwell.doctor.findings import Finding
 from trainwell.doctor.frame import BackwardEvent, ForwardEvent, Site, StepEvent, is_user_file
+from trainwell.doctor.source import parse
 
 
 def default_probes() -> list[Any]:
-    return [RetainGraphProbe(), EvalBuildsGraphProbe(), GraphRetainedProbe(), AllocatorProbe()]
+    """Every probe, memory first (part 1), then numerics, wiring, modes and learning."""
+    from trainwell.doctor import learning, modes, numerics, wiring
+
+    return [
+        RetainGraphProbe(),
+        EvalBuildsGraphProbe(),
+        GraphRetainedProbe(),
+        AllocatorProbe(),
+        numerics.NonFiniteProbe(),
+        numerics.AmpOverflowProbe(),
+        wiring.GradWiringProbe(),
+        wiring.ParamCoverageProbe(),
+        wiring.SchedulerProbe(),
+        modes.TrainModeInEvalProbe(),
+        modes.EvalModeInTrainProbe(),
+        modes.SamplerEpochProbe(),
+        modes.LossInputsProbe(),
+        modes.DataBottleneckProbe(),
+        learning.LossNotDecreasingProbe(),
+    ]
 
 
 # ---- retain-graph ------------------------------------------------------------------------
@@ -545,15 +565,6 @@ def _graph_size(root: Any, limit: int) -> int:
 # ---- where the fix goes --------------------------------------------------------------------
 
 
-@functools.lru_cache(maxsize=64)
-def _parse(file: str) -> ast.Module | None:
-    try:
-        with open(file) as f:
-            return ast.parse(f.read(), file)
-    except (OSError, SyntaxError, ValueError):
-        return None
-
-
 def _user_files(holder: _Holder) -> list[str]:
     import sys
 
@@ -571,7 +582,7 @@ def _user_files(holder: _Holder) -> list[str]:
 def _store_site(holder: _Holder, container: bool) -> tuple[str, int, int | None] | None:
     """The statement that stores into the holder, and where the stored tensor is made."""
     for file in _user_files(holder):
-        tree = _parse(file)
+        tree = parse(file)
         if tree is None:
             continue
         for node in ast.walk(tree):

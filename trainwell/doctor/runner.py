@@ -15,13 +15,24 @@ from pathlib import Path
 from trainwell.doctor.crash import explain
 from trainwell.doctor.findings import render, to_json
 from trainwell.doctor.frame import Doctor, StopTraining
+from trainwell.doctor.learning import OverfitCheck
+from trainwell.doctor.probes import default_probes
 from trainwell.errors import UserError
 
 
 def run_script(
-    script: str, args: list[str], max_steps: int | None = None, json_path: str | None = None
+    script: str,
+    args: list[str],
+    max_steps: int | None = None,
+    json_path: str | None = None,
+    overfit: bool = False,
 ) -> int:
-    """Run ``script`` under the doctor, print the report; return the script's exit code."""
+    """Run ``script`` under the doctor, print the report; return the script's exit code.
+
+    With ``overfit``, every batch of the script's training DataLoader is replaced by its
+    first batch, and the report ends with whether the loss went to near zero (the
+    check that tells a data bug from a model bug).
+    """
     path = Path(script)
     if not path.is_file():
         raise UserError(f"doctor: script {script} does not exist")
@@ -30,7 +41,10 @@ def run_script(
     saved_argv, saved_path = sys.argv, list(sys.path)
     sys.argv = [script, *args]
     sys.path.insert(0, str(path.resolve().parent))
-    doc = Doctor(max_steps=max_steps)
+    check = OverfitCheck() if overfit else None
+    doc = Doctor(probes=default_probes() + ([check] if check else []), max_steps=max_steps)
+    if check is not None:
+        doc.swap_batch = check.swap
     code, stopped = 0, False
     try:
         with doc:
@@ -47,6 +61,10 @@ def run_script(
     finally:
         sys.argv, sys.path[:] = saved_argv, saved_path
     print(report_text(doc, stopped), file=sys.stderr)
+    extra = {}
+    if check is not None:
+        extra["overfit"] = verdict = check.verdict()
+        print(verdict["message"], file=sys.stderr)
     if json_path:
         Path(json_path).write_text(
             to_json(
@@ -55,6 +73,7 @@ def run_script(
                 stopped_early=stopped,
                 exit_code=code,
                 errors=doc.errors,
+                **extra,
             )
         )
     return code

@@ -1,0 +1,181 @@
+"""The learning probes: a loss that does not go down, and the overfit-one-batch check.
+
+The losses are read from the tensors ``backward()`` is called on: on the CPU as they
+come, on a GPU in batches (one host sync per ``RESOLVE`` steps).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from trainwell.doctor.findings import Finding
+from trainwell.doctor.frame import BackwardEvent, Site
+
+
+class LossCurve:
+    """The scalar losses of one backward call site, in order."""
+
+    RESOLVE = 32
+
+    def __init__(self) -> None:
+        self.values: list[float] = []
+        self.pending: list[torch.Tensor] = []
+
+    def add(self, loss: torch.Tensor) -> None:
+        if loss.numel() != 1:
+            return
+        loss = loss.detach().reshape(())
+        if loss.device.type == "cpu":
+            self.values.append(float(loss))
+            return
+        self.pending.append(loss)
+        if len(self.pending) >= self.RESOLVE:
+            self.resolve()
+
+    def resolve(self) -> list[float]:
+        if self.pending:
+            self.values.extend(torch.stack(self.pending).float().cpu().tolist())
+            self.pending = []
+        return self.values
+
+
+def not_decreasing(losses: list[float], min_steps: int = 100) -> bool:
+    """Whether a loss curve shows no progress: the mean of its last tenth is not below
+    the mean of its first tenth (at least 10 steps each).
+
+    Example:
+        >>> not_decreasing([0.69] * 150)
+        True
+        >>> not_decreasing([2.3 * 0.98 ** i for i in range(150)])
+        False
+    """
+    finite = [v for v in losses if v == v and abs(v) != float("inf")]
+    if len(finite) < min_steps:
+        return False
+    k = max(10, len(finite) // 10)
+    first, last = sum(finite[:k]) / k, sum(finite[-k:]) / k
+    if abs(first) < 1e-3:
+        return False  # already at zero: nothing left to decrease
+    return last >= first * 0.98
+
+
+class LossNotDecreasingProbe:
+    """``loss-not-decreasing``: the loss of the run's one training backward shows no
+    progress after ``MIN_STEPS`` steps (judged once, at ``JUDGE_AT`` steps or at the
+    end). Runs with several backward sites (GANs, several losses in turn) are left
+    alone: their losses are not meant to fall together."""
+
+    MIN_STEPS = 100
+    JUDGE_AT = 1000
+
+    def __init__(self) -> None:
+        self.curves: dict[tuple[str, int], LossCurve] = {}
+        self.sites: dict[tuple[str, int], Site] = {}
+        self.backwards = 0
+        self.judged = False
+
+    def on_backward(self, doc: Any, event: BackwardEvent) -> None:
+        if self.judged or event.tensor.numel() != 1 or not event.tensor.requires_grad:
+            return
+        site = event.site
+        if site is None:
+            return
+        key = (site.file, site.line)
+        curve = self.curves.get(key)
+        if curve is None:
+            curve = self.curves[key] = LossCurve()
+            self.sites[key] = site
+        curve.add(event.tensor)
+        self.backwards += 1
+        if self.backwards >= self.JUDGE_AT:
+            self._judge(doc)
+
+    def on_end(self, doc: Any) -> None:
+        self._judge(doc)
+
+    def _judge(self, doc: Any) -> None:
+        if self.judged:
+            return
+        self.judged = True
+        if len(self.curves) != 1 or doc.steps < self.MIN_STEPS:
+            return
+        (key, curve), = self.curves.items()
+        losses = curve.resolve()
+        if not not_decreasing(losses, self.MIN_STEPS):
+            return
+        site = self.sites[key]
+        k = max(10, len(losses) // 10)
+        first, last = sum(losses[:k]) / k, sum(losses[-k:]) / k
+        doc.add(
+            Finding(
+                code="loss-not-decreasing",
+                severity="warning",
+                file=site.file,
+                line=site.line,
+                message=f"the loss has not gone down in {len(losses)} steps (mean of the "
+                f"first {k}: {first:.4g}, of the last {k}: {last:.4g})",
+                why="nothing is being learned: a learning rate far too small (or too "
+                "large), frozen weights, labels that do not match the inputs, or a loss "
+                "that does not depend on the model",
+                fix="run the overfit-one-batch check (trainwell doctor --overfit SCRIPT): if "
+                "the model cannot drive one batch's loss to ~0, the bug is in the model, "
+                "loss or optimizer; if it can, look at the data and labels; then try a "
+                "learning-rate range test (trainwell lr-find)",
+                evidence={"steps": len(losses), "first_mean": first, "last_mean": last},
+            )
+        )
+
+
+class OverfitCheck:
+    """``trainwell doctor --overfit``: the first batch of the training DataLoader is fed
+    again in place of every later batch from that loader; the loss of the training
+    backward should then fall to near zero. Not a probe that reports a finding: it gives
+    a verdict (:meth:`verdict`)."""
+
+    PASS_RATIO = 0.05
+    PASS_ABS = 0.05
+
+    def __init__(self) -> None:
+        self.dataset: Any = None
+        self.batch: Any = None
+        self.curve = LossCurve()
+
+    def swap(self, it: Any, batch: Any) -> Any:
+        """The batch the script gets: the first one, again, for the training loader."""
+        if self.dataset is None:
+            self.dataset, self.batch = it._dataset, batch
+            return batch
+        return self.batch if it._dataset is self.dataset else batch
+
+    def on_backward(self, doc: Any, event: BackwardEvent) -> None:
+        if event.tensor.requires_grad:
+            self.curve.add(event.tensor)
+
+    def verdict(self) -> dict[str, Any]:
+        losses = self.curve.resolve()
+        if self.dataset is None or len(losses) < 2:
+            return {"passed": None, "steps": len(losses),
+                    "message": "overfit check: no verdict: it needs the script to draw its "
+                    "training batches from a torch DataLoader and call backward() at least "
+                    "twice"}  # fmt: skip
+        first, final = losses[0], min(losses[-5:])
+        passed = final < self.PASS_ABS or final < self.PASS_RATIO * first
+        if passed:
+            what = (
+                "PASSED: the model, loss and optimizer can learn; if full training does "
+                "not, look at the data (labels, shuffling, augmentation, normalization)"
+            )
+        else:
+            what = ("FAILED: the model cannot fit even one batch: check the loss wiring "
+                    "(logits vs probabilities, label format), the learning rate, frozen "
+                    "parameters and the output layer")  # fmt: skip
+        return {
+            "passed": passed,
+            "initial_loss": first,
+            "final_loss": final,
+            "steps": len(losses),
+            "message": f"overfit check: {what} (loss {first:.4g} -> {final:.4g} in "
+            f"{len(losses)} steps on one batch)",
+        }

@@ -1,0 +1,490 @@
+"""The numerics probes: a loss, a batch or gradients turning NaN/Inf, and a GradScaler
+that keeps skipping steps.
+
+A NaN loss is located by replaying the step's forward on the same inputs with a
+``TorchFunctionMode`` that checks every operation: the first one whose inputs are all
+finite and whose output is not is the origin, and its line in the user's code is where
+the fix goes. The normal case costs one finiteness check of the loss per step (on the
+CPU: a scalar; on a GPU the flag stays on the device and is read every few steps, so the
+loop never waits for it).
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import sys
+from collections import deque
+from typing import Any
+
+import torch
+from torch import nn
+from torch.overrides import TorchFunctionMode
+
+from trainwell.doctor.findings import Finding
+from trainwell.doctor.frame import (
+    BackwardEvent,
+    BatchEvent,
+    ForwardEvent,
+    ScalerEvent,
+    Site,
+    StepEvent,
+    user_frame,
+)
+from trainwell.doctor.source import parse, qualified_names
+
+
+def _float_tensors(value: Any, out: list[torch.Tensor] | None = None) -> list[torch.Tensor]:
+    """The floating-point tensors in ``value`` (nested tuples, lists and dicts)."""
+    out = [] if out is None else out
+    if isinstance(value, torch.Tensor):
+        if value.is_floating_point() or value.is_complex():
+            out.append(value)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            _float_tensors(v, out)
+    elif isinstance(value, dict):
+        for v in value.values():
+            _float_tensors(v, out)
+    return out
+
+
+def _finite(tensors: list[torch.Tensor]) -> bool:
+    return all(bool(torch.isfinite(t).all()) for t in tensors if t.numel())
+
+
+class _Origin(TorchFunctionMode):
+    """Records the first operation that makes a non-finite value out of finite ones, the
+    user's line that ran it and the module it ran in."""
+
+    def __init__(self, names: dict[int, str]) -> None:
+        super().__init__()
+        self.names = names
+        self.modules: list[str] = []  # the module call stack, by qualified name
+        self.found: dict[str, Any] | None = None
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None):
+        out = func(*args, **(kwargs or {}))
+        if self.found is None:
+            produced = _float_tensors(out)
+            if produced and not _finite(produced) and _finite(_float_tensors((args, kwargs))):
+                site = Site.of(user_frame(start=sys._getframe(1)))
+                self.found = {
+                    "op": getattr(func, "__name__", str(func)),
+                    "module": self.modules[-1] if self.modules else "",
+                    "site": site,
+                }
+        return out
+
+
+class NonFiniteProbe:
+    """``nonfinite-loss``, ``nonfinite-input`` and ``nonfinite-grad``: the first step whose
+    loss, batch or gradients hold NaN/Inf, traced to where it began. Only the first
+    cause is reported: everything after it is its consequence."""
+
+    GRAD_ALWAYS = 16  # gradients checked every step at first,
+    GRAD_EVERY = 16  # then every this many steps (a later one is caught by the loss check)
+    DEVICE_EVERY = 16  # a GPU loss flag is read this often
+
+    def __init__(self) -> None:
+        self.done = False
+        self.batch: BatchEvent | None = None
+        self.forward: tuple[nn.Module, tuple, dict, Site | None, Any] | None = None
+        self.backward_site: Site | None = None
+        self.losses: deque[float] = deque(maxlen=50)  # recent finite losses (CPU only)
+        self.bad_loss_step = -1
+        self.flag: torch.Tensor | None = None  # GPU: any non-finite loss since last read
+        self.backwards = 0
+        self.in_scaler = False
+
+    def on_batch(self, doc: Any, event: BatchEvent) -> None:
+        self.batch = event
+
+    def on_forward(self, doc: Any, event: ForwardEvent) -> None:
+        if not event.grad_enabled or self.done or not _has_float_params(event.module):
+            return
+        device = _param_device(event.module)
+        autocast = None
+        if device is not None and torch.is_autocast_enabled(device.type):
+            autocast = (device.type, torch.get_autocast_dtype(device.type))
+        self.forward = (event.module, event.args, event.kwargs, event.site, autocast)
+
+    def on_backward(self, doc: Any, event: BackwardEvent) -> None:
+        if self.done:
+            return
+        loss = event.tensor.detach()
+        self.backward_site = event.site
+        self.backwards += 1
+        if loss.device.type != "cpu":
+            # No host sync per step: the flag accumulates on the device.
+            bad = ~torch.isfinite(loss).all()
+            self.flag = bad if self.flag is None else self.flag | bad
+            if self.backwards % self.DEVICE_EVERY or not bool(self.flag):
+                return
+        elif bool(torch.isfinite(loss).all()):
+            if loss.numel() == 1:
+                self.losses.append(float(loss))
+            return
+        self.bad_loss_step = doc.steps
+        self.done = True
+        self._explain_loss(doc, event, loss)
+
+    def on_scaler_step(self, doc: Any, event: ScalerEvent) -> None:
+        # GradScaler checks and skips non-finite gradients itself: not a finding.
+        self.in_scaler = True
+
+    def on_pre_step(self, doc: Any, event: StepEvent) -> None:
+        in_scaler, self.in_scaler = self.in_scaler, False
+        if self.done or in_scaler or self.bad_loss_step == doc.steps:
+            return
+        if event.step > self.GRAD_ALWAYS and event.step % self.GRAD_EVERY:
+            return
+        grads = [p.grad for g in event.optimizer.param_groups for p in g["params"]
+                 if p.grad is not None and not p.grad.is_sparse]  # fmt: skip
+        if not grads or _finite_norms(grads):
+            return
+        self.done = True
+        names = self._param_names()
+        bad = [names.get(id(p), "?") for g in event.optimizer.param_groups for p in g["params"]
+               if p.grad is not None and not _finite([p.grad])]  # fmt: skip
+        self._report_grad(doc, bad, "the gradients are NaN/Inf while the loss is finite")
+
+    # ---- explaining a non-finite loss ---------------------------------------------------------
+
+    def _explain_loss(self, doc: Any, event: BackwardEvent, loss: torch.Tensor) -> None:
+        site = event.site
+        if site is None:
+            return
+        # 1. The data was already bad.
+        batch = self.batch
+        if batch is not None and not _finite(_float_tensors(batch.batch)):
+            where = batch.site or site
+            what = f"batch {batch.index} of this pass over the DataLoader holds NaN/Inf"
+            doc.add(_input_finding(where, what, {"batch_index": batch.index}))
+            return
+        if self.forward is None:
+            doc.add(_loss_finding(site, site, "the loss is NaN/Inf", {}, self._trend()))
+            return
+        model, args, kwargs, fwd_site, autocast = self.forward
+        if not _finite(_float_tensors((args, kwargs))):
+            doc.add(_input_finding(fwd_site or site, "the model's input holds NaN/Inf", {}))
+            return
+        # 2. The weights were already bad: an earlier update was not finite.
+        names = qualified_names(model)
+        bad_params = [n for n, p in model.named_parameters() if not _finite([p.detach()])]
+        if bad_params:
+            self._report_grad(doc, bad_params, "the weights themselves are NaN/Inf: an "
+                              "earlier optimizer step applied non-finite values")  # fmt: skip
+            return
+        # 3. Replay the forward and find the first operation that went non-finite.
+        origin = _replay(doc, model, args, kwargs, autocast, names)
+        trend = self._trend()
+        evidence = {"step": doc.steps + 1, "loss": str(loss.flatten()[0].item())}
+        if origin is not None and origin["site"] is not None:
+            module = origin["module"] or type(model).__name__
+            what = (f"`{origin['op']}` in {module} turned finite inputs into NaN/Inf "
+                    "(the model's first non-finite value)")  # fmt: skip
+            evidence.update(module=module, op=origin["op"], inputs_finite=True)
+            doc.add(_loss_finding(origin["site"], site, what, evidence, trend, fwd_site))
+            return
+        # 4. The model's output is finite: the loss computation made it.
+        line = _loss_assignment(site) or site
+        evidence.update(model_output_finite=True, inputs_finite=True)
+        what = "the model's output is finite; the loss computation turned it into NaN/Inf"
+        doc.add(_loss_finding(line, site, what, evidence, trend, fwd_site))
+
+    def _trend(self) -> str:
+        losses = list(self.losses)
+        if len(losses) >= 5 and losses[-1] > 10 * max(min(losses), 1e-8) and losses[-1] > 1:
+            return (f"the loss rose from {min(losses):.3g} to {losses[-1]:.3g} over the last "
+                    f"{len(losses)} steps before it: the training diverged")  # fmt: skip
+        return ""
+
+    def _param_names(self) -> dict[int, str]:
+        if self.forward is None:
+            return {}
+        return {id(p): n for n, p in self.forward[0].named_parameters()}
+
+    def _report_grad(self, doc: Any, params: list[str], what: str) -> None:
+        site = self.backward_site
+        if site is None:
+            return
+        doc.add(
+            Finding(
+                code="nonfinite-grad",
+                severity="error",
+                file=site.file,
+                line=site.line,
+                message=f"{what} (first: {', '.join(params[:5]) or 'unknown'})",
+                why="one non-finite gradient makes the weights NaN at the next step, and "
+                "every loss after it",
+                fix="find the operation with a singular gradient (sqrt, norm, log, acos, "
+                "pow at 0: add an eps, e.g. torch.sqrt(x + 1e-8)); clip gradients "
+                "(torch.nn.utils.clip_grad_norm_); torch.autograd.detect_anomaly() names "
+                "the backward op",
+                evidence={"parameters": params[:20], "step": doc.steps + 1},
+            )
+        )
+
+
+def _loss_finding(
+    site: Site, backward: Site, what: str, evidence: dict, trend: str, fwd: Site | None = None
+) -> Finding:
+    related = [{"file": backward.file, "line": backward.line, "what": "backward of the loss"}]
+    if fwd is not None and (fwd.file, fwd.line) != (site.file, site.line):
+        related.append({"file": fwd.file, "line": fwd.line, "what": "the model's call"})
+    if trend:
+        fix = ("lower the learning rate (or add warmup), clip gradients with "
+               "torch.nn.utils.clip_grad_norm_, and normalize the inputs")  # fmt: skip
+    else:
+        fix = ("keep the operation in its finite range: add an eps (log(x + 1e-8), "
+               "x / (y + 1e-8)), clamp, or use the stable fused form (F.log_softmax, "
+               "F.cross_entropy on logits, BCEWithLogitsLoss)")  # fmt: skip
+    return Finding(
+        code="nonfinite-loss",
+        severity="error",
+        file=site.file,
+        line=site.line,
+        message=f"the loss became NaN/Inf at step {evidence.get('step', '?')}: {what}"
+        + (f"; {trend}" if trend else ""),
+        why="a NaN loss gives NaN gradients, and one optimizer step makes every weight NaN",
+        fix=fix,
+        related=related,
+        evidence=evidence,
+    )
+
+
+def _input_finding(site: Site, what: str, evidence: dict) -> Finding:
+    return Finding(
+        code="nonfinite-input",
+        severity="error",
+        file=site.file,
+        line=site.line,
+        message=f"{what}; the loss turned NaN/Inf with it",
+        why="a single NaN in a batch makes the loss, the gradients and then every weight NaN",
+        fix="clean the data where it is loaded: impute or drop missing values "
+        "(np.nan_to_num, fillna), check divisions in the preprocessing; "
+        "assert torch.isfinite(x).all() in the Dataset",
+        evidence=evidence,
+    )
+
+
+def _replay(
+    doc: Any, model: nn.Module, args: tuple, kwargs: dict, autocast: Any, names: dict[int, str]
+) -> dict[str, Any] | None:
+    """Run the forward again on the same inputs and find the first non-finite operation.
+
+    Nothing of the run changes: no graph is built, the RNG state and the buffers
+    (BatchNorm statistics) are put back, and the doctor hears no events meanwhile.
+    """
+    buffers = [(b, b.detach().clone()) for b in model.buffers()]
+    rng = torch.get_rng_state()
+    cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
+    mode = _Origin(names)
+
+    def enter(module: nn.Module, inputs: Any) -> None:
+        mode.modules.append(names.get(id(module), type(module).__name__))
+
+    def leave(module: nn.Module, inputs: Any, output: Any) -> None:
+        mode.modules.pop()  # a hook's return value would replace the output
+
+    hooks = [
+        nn.modules.module.register_module_forward_pre_hook(enter),
+        nn.modules.module.register_module_forward_hook(leave),
+    ]
+    try:
+        with doc.muted(), torch.no_grad():
+            cast = torch.autocast(autocast[0], dtype=autocast[1]) if autocast else None
+            with mode, cast if cast is not None else _nothing():
+                model(*args, **kwargs)
+    except Exception:
+        return None  # a replay that fails explains nothing; never disturb the run
+    finally:
+        for h in hooks:
+            h.remove()
+        for b, saved in buffers:
+            b.copy_(saved)
+        torch.set_rng_state(rng)
+        if cuda_rng is not None:
+            torch.cuda.set_rng_state_all(cuda_rng)
+    return mode.found
+
+
+class _nothing:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def _loss_assignment(backward: Site) -> Site | None:
+    """The statement that computed the tensor ``backward`` was called on (``loss = ...``
+    before ``loss.backward()`` in the same function)."""
+    tree = parse(backward.file)
+    if tree is None:
+        return None
+    name = None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node, "lineno", 0) == backward.line:
+            func = node.func
+            if isinstance(func, ast.Attribute) and func.attr == "backward":
+                target = func.value
+                # scaler.scale(loss).backward() -> loss
+                if isinstance(target, ast.Call) and target.args:
+                    target = target.args[0]
+                if isinstance(target, ast.Name):
+                    name = target.id
+    if name is None:
+        return None
+    assigns = [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign))
+        and node.lineno < backward.line
+        and any(
+            isinstance(t, ast.Name) and t.id == name
+            for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
+        )
+    ]
+    if not assigns:
+        return None
+    assign = max(assigns, key=lambda n: n.lineno)
+    # loss = my_loss(out, y), with my_loss defined in this file: the line is in there.
+    value = assign.value
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Name):
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef) and node.name == value.func.id:
+                return Site(backward.file, _risky_line(node))
+    return Site(backward.file, assign.lineno)
+
+
+_RISKY = {"log", "log2", "log10", "sqrt", "rsqrt", "pow", "exp", "div", "acos", "asin",
+          "reciprocal", "log1p"}  # fmt: skip
+
+
+def _risky_line(fn: ast.FunctionDef) -> int:
+    """The first line of ``fn`` with an operation that makes NaN/Inf at the edge of its
+    domain (log, sqrt, a division, ...), else its last ``return``."""
+    risky = [
+        n.lineno
+        for n in ast.walk(fn)
+        if (isinstance(n, ast.Call) and getattr(n.func, "attr", getattr(n.func, "id", ""))
+            in _RISKY)
+        or (isinstance(n, ast.BinOp) and isinstance(n.op, (ast.Div, ast.Pow)))
+    ]  # fmt: skip
+    if risky:
+        return min(risky)
+    returns = [n.lineno for n in ast.walk(fn) if isinstance(n, ast.Return)]
+    return max(returns) if returns else fn.lineno
+
+
+def _finite_norms(grads: list[torch.Tensor]) -> bool:
+    """Whether every gradient is finite: the max-abs norm, which (unlike the 2-norm) does
+    not overflow on large finite values and is NaN when any element is."""
+    try:
+        norms = torch._foreach_norm(grads, float("inf"))
+    except (RuntimeError, TypeError):
+        norms = [g.abs().max() for g in grads]
+    return bool(torch.isfinite(torch.stack([n.float().cpu() for n in norms])).all())
+
+
+def _has_float_params(module: nn.Module) -> bool:
+    return any(p.is_floating_point() for p in module.parameters())
+
+
+def _param_device(module: nn.Module) -> torch.device | None:
+    for p in module.parameters():
+        return p.device
+    return None
+
+
+# ---- amp-overflow -------------------------------------------------------------------------
+
+
+class AmpOverflowProbe:
+    """``amp-overflow``: a GradScaler skipping a large share of its steps after the scale
+    has settled, or a scale collapsing toward zero (gradients overflow fp16 even
+    unscaled). Skips while the scale settles at the start are how GradScaler works."""
+
+    SETTLE = 20  # the first updates find the scale: skips there are normal
+    WINDOW = 20  # updates judged at least
+    SHARE = 0.25  # of the steps after SETTLE skipped
+    FLOOR = 1.0  # a scale below this: fp16 overflows even without scaling
+    RESOLVE = 16  # GPU: scales read in batches, one host sync per this many steps
+
+    def __init__(self) -> None:
+        self.sites: dict[int, Site | None] = {}
+        self.pending: list[tuple[Any, torch.Tensor, torch.Tensor]] = []
+        self.history: dict[int, list[tuple[float, float]]] = {}
+        self.reported: set[int] = set()
+
+    def on_scaler_step(self, doc: Any, event: ScalerEvent) -> None:
+        if id(event.scaler) not in self.sites:
+            self.sites[id(event.scaler)] = event.site
+
+    def on_scaler_update(self, doc: Any, event: ScalerEvent) -> None:
+        scaler = event.scaler
+        if id(scaler) in self.reported:
+            return
+        self.pending.append((scaler, event.scale_before, scaler._scale.detach().clone()))
+        if event.scale_before.device.type == "cpu" or len(self.pending) >= self.RESOLVE:
+            self._resolve(doc)
+
+    def on_end(self, doc: Any) -> None:
+        self._resolve(doc)
+
+    def _resolve(self, doc: Any) -> None:
+        pending, self.pending = self.pending, []
+        for scaler, before, after in pending:
+            history = self.history.setdefault(id(scaler), [])
+            history.append((float(before), float(after)))
+            if id(scaler) not in self.reported and overflowing(history, self):
+                self.reported.add(id(scaler))
+                self._report(doc, scaler, history)
+
+    def _report(self, doc: Any, scaler: Any, history: list[tuple[float, float]]) -> None:
+        site = self.sites.get(id(scaler))
+        if site is None:
+            return
+        skipped = sum(after < before for before, after in history)
+        scale = history[-1][1]
+        doc.add(
+            Finding(
+                code="amp-overflow",
+                severity="error",
+                file=site.file,
+                line=site.line,
+                message=f"GradScaler skipped {skipped} of {len(history)} optimizer steps "
+                f"(inf/NaN gradients) and its scale is down to {scale:.3g}",
+                why="a skipped step does not train: the model learns only on the steps that "
+                "fit in fp16, and a collapsing scale means gradients overflow even unscaled",
+                fix="lower the learning rate; clip gradients after scaler.unscale_(optimizer); "
+                "train in bf16 (same range as fp32, no scaler needed) where the hardware has "
+                "it; keep the overflowing layer (softmax, norms, the loss) in fp32 with "
+                "torch.autocast(..., enabled=False)",
+                evidence={"skipped": skipped, "updates": len(history), "scale": scale,
+                          "min_scale": min(a for _, a in history)},  # fmt: skip
+            )
+        )
+
+
+def overflowing(history: list[tuple[float, float]], rules: Any = AmpOverflowProbe) -> bool:
+    """Whether a GradScaler's (scale before, scale after) updates show a problem.
+
+    Example:
+        >>> overflowing([(65536.0, 32768.0)] * 3 + [(32768.0, 32768.0)] * 60)
+        False
+        >>> overflowing([(2.0 ** -k, 2.0 ** -(k + 1)) for k in range(30)])
+        True
+    """
+    if not history:
+        return False
+    after = history[-1][1]
+    if after < rules.FLOOR or math.isnan(after):
+        return True
+    settled = history[rules.SETTLE :]
+    if len(settled) < rules.WINDOW:
+        return False
+    skipped = sum(a < b for b, a in settled)
+    return skipped / len(settled) >= rules.SHARE

@@ -1,0 +1,125 @@
+"""Finding the line in the user's source where a fix goes: the assignment of a module's
+attribute, the ``.detach()`` in a forward, the names of a model's parts."""
+
+from __future__ import annotations
+
+import ast
+import functools
+import types
+
+from torch import nn
+
+from trainwell.doctor.frame import Site, is_user_file
+
+
+@functools.lru_cache(maxsize=64)
+def parse(file: str) -> ast.Module | None:
+    """The file's syntax tree (cached), or ``None`` when it cannot be read."""
+    try:
+        with open(file) as f:
+            return ast.parse(f.read(), file)
+    except (OSError, SyntaxError, ValueError):
+        return None
+
+
+def qualified_names(model: nn.Module) -> dict[int, str]:
+    """``id(module) -> name`` for every module of ``model`` (the root is its class name)."""
+    names = {id(m): name for name, m in model.named_modules() if name}
+    names[id(model)] = type(model).__name__
+    return names
+
+
+def user_class(cls: type) -> tuple[str, ast.ClassDef] | None:
+    """The file and syntax tree of ``cls`` when the user wrote it."""
+    # The file comes from the class's own functions: a script run as __main__ is no
+    # longer in sys.modules once it returns, where inspect would look for it.
+    code = next(
+        (v.__code__ for v in vars(cls).values() if isinstance(v, types.FunctionType)), None
+    )
+    if code is None or not is_user_file(code.co_filename):
+        return None
+    file = code.co_filename
+    tree = parse(file)
+    if tree is None:
+        return None
+    classes = [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == cls.__name__]
+    # Two classes of one name in a file: the one that holds the function.
+    for node in classes:
+        if node.lineno <= code.co_firstlineno <= node.end_lineno:
+            return file, node
+    return (file, classes[0]) if classes else None
+
+
+def _self_attribute(node: ast.AST, attr: str | None = None) -> bool:
+    return (
+        isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "self"
+        and (attr is None or node.attr == attr)
+    )
+
+
+def attribute_site(cls: type, attr: str) -> Site | None:
+    """The line of ``self.<attr> = ...`` in ``cls`` (or a user base class), if any."""
+    for klass in cls.__mro__:
+        found = user_class(klass)
+        if found is None:
+            continue
+        file, node = found
+        for sub in ast.walk(node):
+            if isinstance(sub, (ast.Assign, ast.AnnAssign)):
+                targets = sub.targets if isinstance(sub, ast.Assign) else [sub.target]
+                if any(_self_attribute(t, attr) for t in targets):
+                    return Site(file, sub.lineno)
+            # setattr(self, "name", ...)
+    return None
+
+
+def method(cls: type, name: str) -> tuple[str, ast.FunctionDef] | None:
+    """The user's definition of ``cls.<name>`` (its own or a user base class's)."""
+    for klass in cls.__mro__:
+        if name not in vars(klass):
+            continue
+        found = user_class(klass)
+        if found is None:
+            return None
+        file, node = found
+        for sub in node.body:
+            if isinstance(sub, ast.FunctionDef) and sub.name == name:
+                return file, sub
+        return None
+    return None
+
+
+def uses_attribute(cls: type, attr: str) -> bool | None:
+    """Whether the user's ``forward`` of ``cls`` mentions ``self.<attr>``; ``None`` when
+    it cannot be told (no source, or the forward reaches its parts some other way)."""
+    found = method(cls, "forward")
+    if found is None:
+        return None
+    _, fn = found
+    names = [n for n in ast.walk(fn) if _self_attribute(n)]
+    # getattr(self, ...) or iterating self.children(): the parts are not named.
+    dynamic = any(
+        isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "getattr"
+        for n in ast.walk(fn)
+    )
+    if dynamic:
+        return None
+    return any(n.attr == attr for n in names)
+
+
+def graph_cut_site(cls: type) -> Site | None:
+    """The first ``.detach()`` / ``.data`` / ``torch.no_grad()`` in the user's ``forward``
+    of ``cls``: where gradients stop flowing to the layers before it."""
+    found = method(cls, "forward")
+    if found is None:
+        return None
+    file, fn = found
+    lines = []
+    for n in ast.walk(fn):
+        if isinstance(n, ast.Attribute) and n.attr in ("detach", "data", "detach_", "no_grad"):
+            lines.append(n.lineno)
+    return Site(file, min(lines)) if lines else None
+
+
