@@ -30,6 +30,7 @@ DEVICE_MARKERS = (
 
 def explain(doc: Any, exc: BaseException) -> None:
     """Add findings that explain ``exc``, when a known pitfall caused it."""
+    doc.crashed = True
     frame = _innermost_user_frame(exc.__traceback__)
     if frame is None:
         return

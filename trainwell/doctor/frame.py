@@ -76,6 +76,13 @@ class _LazySite:
         self._site: Site | None = None
 
     @property
+    def key(self) -> tuple[Any, int] | None:
+        """A cheap stand-in for the site, to tell call sites apart without a stack walk."""
+        if self._frame is None:
+            return None if self._site is None else (self._site.file, self._site.line)
+        return (self._frame.f_code, self._frame.f_lineno)
+
+    @property
     def site(self) -> Site | None:
         if self._frame is not None:
             self._site = Site.of(user_frame(start=self._frame))
@@ -241,6 +248,7 @@ class Doctor:
         self.findings: list[Finding] = []
         self.errors: list[str] = []  # probes that failed (and were switched off)
         self.steps = 0
+        self.crashed = False  # the watched code raised: its last step never finished
         self._keys: set[tuple[str, str, int]] = set()
         self._depth = 0  # nesting of module calls: 0 outside any model
         self._mode_depth = 0  # nesting of Module.train calls
@@ -432,6 +440,17 @@ class Doctor:
                 handler(self, event)
             except Exception as exc:  # a doctor's bug must never break the user's training
                 self._disable(handler, exc)
+
+    def unsubscribe(self, probe: Any, *events: str) -> None:
+        """Stop sending ``events`` to ``probe``: it has seen what it needed, and a probe
+        that judges the first steps then costs the training nothing."""
+
+        def keep(name: str, handler: Any) -> bool:
+            return name not in events or getattr(handler, "__self__", handler) is not probe
+
+        self._handlers = {
+            name: tuple(h for h in hs if keep(name, h)) for name, hs in self._handlers.items()
+        }
 
     def _disable(self, handler: Any, exc: Exception) -> None:
         probe = getattr(handler, "__self__", handler)

@@ -71,20 +71,20 @@ class LossNotDecreasingProbe:
     JUDGE_AT = 1000
 
     def __init__(self) -> None:
-        self.curves: dict[tuple[str, int], LossCurve] = {}
-        self.sites: dict[tuple[str, int], Site] = {}
+        self.curves: dict[Any, LossCurve] = {}
+        self.sites: dict[Any, Site] = {}
         self.backwards = 0
         self.judged = False
 
     def on_backward(self, doc: Any, event: BackwardEvent) -> None:
-        if self.judged or event.tensor.numel() != 1 or not event.tensor.requires_grad:
+        if event.tensor.numel() != 1 or not event.tensor.requires_grad:
             return
-        site = event.site
-        if site is None:
-            return
-        key = (site.file, site.line)
+        key = event.key  # the site is looked up once per call site, not every step
         curve = self.curves.get(key)
         if curve is None:
+            site = event.site
+            if site is None:
+                return
             curve = self.curves[key] = LossCurve()
             self.sites[key] = site
         curve.add(event.tensor)
@@ -99,9 +99,10 @@ class LossNotDecreasingProbe:
         if self.judged:
             return
         self.judged = True
+        doc.unsubscribe(self, "on_backward")
         if len(self.curves) != 1 or doc.steps < self.MIN_STEPS:
             return
-        (key, curve), = self.curves.items()
+        ((key, curve),) = self.curves.items()
         losses = curve.resolve()
         if not not_decreasing(losses, self.MIN_STEPS):
             return

@@ -305,45 +305,64 @@ class LossInputsProbe:
     """
 
     DEVICE_CHECKS = 50
+    ALWAYS = 64  # CPU labels checked on every call at first,
+    EVERY = 8  # then one call in this many (PyTorch's own IndexError catches the rest,
+    # and the crash report explains it)
 
     def __init__(self) -> None:
         self.device_calls = 0
+        self.calls = 0
         self.first_done = False
 
     def on_loss(self, doc: Any, event: LossEvent) -> None:
         input, target = event.input, event.target
         if not isinstance(input, torch.Tensor) or not isinstance(target, torch.Tensor):
             return
-        if not self.first_done and input.requires_grad and doc.steps == 0:
+        self._softmax(doc, event)
+        # The first loss is worth computing only with labels in range (else it raises).
+        labels_ok = self._labels_ok(doc, event)
+        if labels_ok and not self.first_done and input.requires_grad and doc.steps == 0:
             self.first_done = True
             self._first_loss(doc, event)
-        self._softmax(doc, event)
+
+    def _labels_ok(self, doc: Any, event: LossEvent) -> bool:
+        """False when the targets are out of range (and reported); True when they are
+        fine or not looked at this time."""
+        target = event.target
+        self.calls += 1
         if target.device.type != "cpu":
             self.device_calls += 1
             if self.device_calls > self.DEVICE_CHECKS:
-                return
+                return True
+        elif self.calls > self.ALWAYS and self.calls % self.EVERY:
+            return True
         if event.name in ("cross_entropy", "nll_loss"):
-            self._class_labels(doc, event)
-        elif target.is_floating_point() and target.numel():
+            return self._class_labels(doc, event)
+        if target.is_floating_point() and target.numel():
             lo, hi = torch.aminmax(target.detach())
             if lo < 0 or hi > 1:
-                self._report_labels(doc, event, float(lo), float(hi), "[0, 1]",
-                                    "binary targets must be probabilities in [0, 1]; for "
-                                    "class indices use CrossEntropyLoss")  # fmt: skip
+                hint = ("binary targets must be probabilities in [0, 1]; for class indices "
+                        "use CrossEntropyLoss")  # fmt: skip
+                self._report_labels(doc, event, float(lo), float(hi), "[0, 1]", hint)
+                return False
+        return True
 
-    def _class_labels(self, doc: Any, event: LossEvent) -> None:
+    def _class_labels(self, doc: Any, event: LossEvent) -> bool:
         input, target = event.input, event.target
         if target.is_floating_point() or not target.numel():
-            return  # class probabilities (soft targets)
+            return True  # class probabilities (soft targets)
         classes = input.shape[1] if input.dim() >= 2 else input.shape[0]
-        ignore = event.kwargs.get("ignore_index", -100)
         target = target.detach()
+        lo, hi = torch.aminmax(target)
+        if lo >= 0 and hi < classes:
+            return True  # the common case: one reduction, no mask
+        ignore = event.kwargs.get("ignore_index", -100)
         valid = target[target != ignore]
         if not valid.numel():
-            return
+            return True
         lo, hi = (int(v) for v in torch.aminmax(valid))
         if lo >= 0 and hi < classes:
-            return
+            return True
         if lo >= 1 and hi == classes:
             hint = "the labels look 1-based: use y - 1"
         elif hi >= classes:
@@ -352,6 +371,7 @@ class LossInputsProbe:
         else:
             hint = "negative labels: map them to 0..C-1 or to ignore_index"
         self._report_labels(doc, event, lo, hi, f"[0, {classes})", hint)
+        return False
 
     def _report_labels(
         self, doc: Any, event: LossEvent, lo: float, hi: float, expected: str, hint: str
@@ -528,8 +548,11 @@ def _bottleneck(event: BatchEvent, share: float, mean_wait: float) -> Finding:
         why="the model sits idle while batches are prepared: training runs at the speed of "
         "the data pipeline",
         fix="; ".join(changes),
-        evidence={"wait_share": round(share, 3), "wait_ms": round(mean_wait * 1000, 2),
-                  **settings},  # fmt: skip
+        evidence={
+            "wait_share": round(share, 3),
+            "wait_ms": round(mean_wait * 1000, 2),
+            **settings,
+        },  # fmt: skip
     )
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 import math
 import sys
+import weakref
 from collections import deque
 from typing import Any
 
@@ -96,16 +97,21 @@ class NonFiniteProbe:
         self.flag: torch.Tensor | None = None  # GPU: any non-finite loss since last read
         self.backwards = 0
         self.in_scaler = False
+        self.devices: weakref.WeakKeyDictionary[nn.Module, Any] = weakref.WeakKeyDictionary()
 
     def on_batch(self, doc: Any, event: BatchEvent) -> None:
         self.batch = event
 
     def on_forward(self, doc: Any, event: ForwardEvent) -> None:
-        if not event.grad_enabled or self.done or not _has_float_params(event.module):
+        if not event.grad_enabled or self.done:
             return
-        device = _param_device(event.module)
+        device = self.devices.get(event.module, False)
+        if device is False:  # looked up once per module: parameters() walks the tree
+            device = self.devices[event.module] = _float_param_device(event.module)
+        if device is None:
+            return  # no floating-point weights: a loss module, not a model
         autocast = None
-        if device is not None and torch.is_autocast_enabled(device.type):
+        if torch.is_autocast_enabled(device.type):
             autocast = (device.type, torch.get_autocast_dtype(device.type))
         self.forward = (event.module, event.args, event.kwargs, event.site, autocast)
 
@@ -121,12 +127,15 @@ class NonFiniteProbe:
             self.flag = bad if self.flag is None else self.flag | bad
             if self.backwards % self.DEVICE_EVERY or not bool(self.flag):
                 return
+        elif loss.numel() == 1:
+            value = float(loss)  # a scalar on the CPU: cheaper than torch.isfinite
+            if math.isfinite(value):
+                self.losses.append(value)
+                return
         elif bool(torch.isfinite(loss).all()):
-            if loss.numel() == 1:
-                self.losses.append(float(loss))
             return
         self.bad_loss_step = doc.steps
-        self.done = True
+        self._done(doc)
         self._explain_loss(doc, event, loss)
 
     def on_scaler_step(self, doc: Any, event: ScalerEvent) -> None:
@@ -143,11 +152,17 @@ class NonFiniteProbe:
                  if p.grad is not None and not p.grad.is_sparse]  # fmt: skip
         if not grads or _finite_norms(grads):
             return
-        self.done = True
+        self._done(doc)
         names = self._param_names()
         bad = [names.get(id(p), "?") for g in event.optimizer.param_groups for p in g["params"]
                if p.grad is not None and not _finite([p.grad])]  # fmt: skip
         self._report_grad(doc, bad, "the gradients are NaN/Inf while the loss is finite")
+
+    def _done(self, doc: Any) -> None:
+        """The first cause is found: what follows is its consequence."""
+        self.done = True
+        doc.unsubscribe(self, "on_batch", "on_forward", "on_backward", "on_scaler_step",
+                        "on_pre_step")  # fmt: skip
 
     # ---- explaining a non-finite loss ---------------------------------------------------------
 
@@ -277,7 +292,13 @@ def _replay(
     Nothing of the run changes: no graph is built, the RNG state and the buffers
     (BatchNorm statistics) are put back, and the doctor hears no events meanwhile.
     """
-    buffers = [(b, b.detach().clone()) for b in model.buffers()]
+    # Batch norm in training mode would update its statistics in place, bumping their
+    # version: the user's backward, about to run, would refuse them. Without tracking it
+    # normalizes with the batch's statistics just the same and writes nothing.
+    norms = [m for m in model.modules()
+             if isinstance(m, nn.modules.batchnorm._NormBase) and m.training
+             and m.track_running_stats]  # fmt: skip
+    buffers = [(b, b._version, b.detach().clone()) for b in model.buffers()]
     rng = torch.get_rng_state()
     cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
     mode = _Origin(names)
@@ -292,6 +313,8 @@ def _replay(
         nn.modules.module.register_module_forward_pre_hook(enter),
         nn.modules.module.register_module_forward_hook(leave),
     ]
+    for m in norms:
+        m.track_running_stats = False
     try:
         with doc.muted(), torch.no_grad():
             cast = torch.autocast(autocast[0], dtype=autocast[1]) if autocast else None
@@ -302,8 +325,13 @@ def _replay(
     finally:
         for h in hooks:
             h.remove()
-        for b, saved in buffers:
-            b.copy_(saved)
+        for m in norms:
+            m.track_running_stats = True
+        for b, version, saved in buffers:
+            # Only what the replay changed (a custom module's own state): writing a buffer
+            # bumps its version, and one the graph saved would fail the user's backward.
+            if b._version != version:
+                b.copy_(saved)
         torch.set_rng_state(rng)
         if cuda_rng is not None:
             torch.cuda.set_rng_state_all(cuda_rng)
@@ -389,13 +417,11 @@ def _finite_norms(grads: list[torch.Tensor]) -> bool:
     return bool(torch.isfinite(torch.stack([n.float().cpu() for n in norms])).all())
 
 
-def _has_float_params(module: nn.Module) -> bool:
-    return any(p.is_floating_point() for p in module.parameters())
-
-
-def _param_device(module: nn.Module) -> torch.device | None:
+def _float_param_device(module: nn.Module) -> torch.device | None:
+    """The device of the module's first floating-point parameter, if it has one."""
     for p in module.parameters():
-        return p.device
+        if p.is_floating_point():
+            return p.device
     return None
 
 
@@ -463,8 +489,12 @@ class AmpOverflowProbe:
                 "train in bf16 (same range as fp32, no scaler needed) where the hardware has "
                 "it; keep the overflowing layer (softmax, norms, the loss) in fp32 with "
                 "torch.autocast(..., enabled=False)",
-                evidence={"skipped": skipped, "updates": len(history), "scale": scale,
-                          "min_scale": min(a for _, a in history)},  # fmt: skip
+                evidence={
+                    "skipped": skipped,
+                    "updates": len(history),
+                    "scale": scale,
+                    "min_scale": min(a for _, a in history),
+                },  # fmt: skip
             )
         )
 

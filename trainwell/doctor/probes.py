@@ -153,13 +153,15 @@ class EvalBuildsGraphProbe:
         self.pending[key] = [refs, event.site, f"{type(event.module).__name__} in {mode} mode"]
 
     def on_end(self, doc: Any) -> None:
+        if doc.crashed:
+            return  # the crash stopped the last forward before its backward
         for key in list(self.pending):
             self._report(doc, self.pending.pop(key))  # alive, never reached: kept for nothing
 
     def _freed(self, doc: Any, key: int) -> None:
         entry = self.pending.get(key)
-        if entry is None:
-            return  # a backward went through one of its outputs
+        if entry is None or doc.crashed:
+            return  # a backward went through one of its outputs, or a crash stopped it
         if any(ref() is not None for ref in entry[0]):
             return  # another output's graph still lives and may yet be reached
         self._report(doc, self.pending.pop(key))

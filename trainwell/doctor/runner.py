@@ -46,10 +46,13 @@ def run_script(
     if check is not None:
         doc.swap_batch = check.swap
     code, stopped = 0, False
+    namespace: dict = {}
     try:
         with doc:
             try:
-                runpy.run_path(str(path), run_name="__main__")
+                # Keep the script's globals until the probes have judged the run (at the
+                # end of the `with`): runpy would free them, models and all, on return.
+                namespace = runpy.run_path(str(path), run_name="__main__")
             except StopTraining:
                 stopped = True
             except SystemExit as exc:
@@ -60,6 +63,7 @@ def run_script(
                 code = 1
     finally:
         sys.argv, sys.path[:] = saved_argv, saved_path
+    del namespace
     print(report_text(doc, stopped), file=sys.stderr)
     extra = {}
     if check is not None:

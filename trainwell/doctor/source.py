@@ -33,9 +33,7 @@ def user_class(cls: type) -> tuple[str, ast.ClassDef] | None:
     """The file and syntax tree of ``cls`` when the user wrote it."""
     # The file comes from the class's own functions: a script run as __main__ is no
     # longer in sys.modules once it returns, where inspect would look for it.
-    code = next(
-        (v.__code__ for v in vars(cls).values() if isinstance(v, types.FunctionType)), None
-    )
+    code = next((v.__code__ for v in vars(cls).values() if isinstance(v, types.FunctionType)), None)
     if code is None or not is_user_file(code.co_filename):
         return None
     file = code.co_filename
@@ -121,5 +119,3 @@ def graph_cut_site(cls: type) -> Site | None:
         if isinstance(n, ast.Attribute) and n.attr in ("detach", "data", "detach_", "no_grad"):
             lines.append(n.lineno)
     return Site(file, min(lines)) if lines else None
-
-

@@ -81,8 +81,7 @@ class GradWiringProbe:
         return st
 
     def on_backward(self, doc: Any, event: BackwardEvent) -> None:
-        if any(not st["off"] for st in self.state.values()) or not self.state:
-            self.backward_site = event.site
+        self.backward_site = event.site
 
     def on_scaler_step(self, doc: Any, event: ScalerEvent) -> None:
         self.scaled.add(id(event.optimizer))
@@ -92,7 +91,7 @@ class GradWiringProbe:
         if st["off"]:
             return
         if event.closure or id(event.optimizer) in self.scaled:
-            self._stop(st)  # the closure makes its own gradients; the scaler rescales them
+            self._stop(st, doc)  # the closure makes its own gradients; the scaler rescales
             return
         watch: _Watch | None = st["watch"]
         params = [p for g in event.optimizer.param_groups for p in g["params"]]
@@ -125,7 +124,7 @@ class GradWiringProbe:
             st["watch"].remove()
             st["watch"] = None
         if st["steps"] >= self.CHECK:
-            self._stop(st)
+            self._stop(st, doc)
             return
         for group in event.optimizer.param_groups:
             for p in group["params"]:
@@ -137,14 +136,17 @@ class GradWiringProbe:
         for st in self.state.values():
             self._stop(st)
 
-    def _stop(self, st: dict[str, Any]) -> None:
+    def _stop(self, st: dict[str, Any], doc: Any = None) -> None:
         st["off"] = True
         if st["watch"] is not None:
             st["watch"].remove()
             st["watch"] = None
+        if doc is not None and all(s["off"] for s in self.state.values()):
+            # Every optimizer seen is judged: later steps cost nothing.
+            doc.unsubscribe(self, "on_backward", "on_pre_step", "on_step", "on_scaler_step")
 
     def _missing(self, doc: Any, event: StepEvent, st: dict[str, Any]) -> None:
-        self._stop(st)
+        self._stop(st, doc)
         site = event.site
         if site is None:
             return
@@ -166,7 +168,7 @@ class GradWiringProbe:
         )
 
     def _stale(self, doc: Any, event: StepEvent, st: dict[str, Any]) -> None:
-        self._stop(st)
+        self._stop(st, doc)
         site = event.site
         if site is None:
             return
@@ -182,8 +184,7 @@ class GradWiringProbe:
                 "before loss.backward(), or zero_grad() runs between backward and step",
                 why="the step applies nothing (or the previous batch's gradients): the model "
                 "trains late or not at all",
-                fix="order each step as zero_grad(), forward, loss.backward(), "
-                "optimizer.step()",
+                fix="order each step as zero_grad(), forward, loss.backward(), optimizer.step()",
                 related=related,
                 evidence={"steps_observed": st["steps"] + 1},
             )
@@ -216,6 +217,7 @@ class ParamCoverageProbe:
 
     def __init__(self) -> None:
         self.models: weakref.WeakSet[nn.Module] = weakref.WeakSet()
+        self.others: weakref.WeakSet[nn.Module] = weakref.WeakSet()  # no parameters
         self.optimizers: weakref.WeakSet[Any] = weakref.WeakSet()
         self.created: dict[int, Site | None] = {}  # id(optimizer) -> where it was made
         self.never: dict[int, tuple[Any, Any]] = {}  # id(p) -> (weak p, optimizer's id)
@@ -233,8 +235,8 @@ class ParamCoverageProbe:
 
     def on_forward(self, doc: Any, event: ForwardEvent) -> None:
         module = event.module
-        if event.grad_enabled and module not in self.models and _has_params(module):
-            self.models.add(module)
+        if event.grad_enabled and module not in self.models and module not in self.others:
+            (self.models if _has_params(module) else self.others).add(module)
 
     def on_step(self, doc: Any, event: StepEvent) -> None:
         optimizer = event.optimizer
@@ -321,8 +323,11 @@ class ParamCoverageProbe:
                         "they never train, are not saved in checkpoints and stay on the "
                         "CPU when the model moves",
                         fix=f"wrap it: self.{attr} = {fix}(...)",
-                        evidence={"attribute": attr, "classes": classes,
-                                  "parameters": len(trainable)},  # fmt: skip
+                        evidence={
+                            "attribute": attr,
+                            "classes": classes,
+                            "parameters": len(trainable),
+                        },  # fmt: skip
                     )
                 )
 
@@ -330,6 +335,7 @@ class ParamCoverageProbe:
         if self.judged:
             return
         self.judged = True
+        doc.unsubscribe(self, "on_forward", "on_step", "on_optimizer_created")
         never = {key: ref() for key, (ref, opt) in self.never.items() if opt in self.fed}
         never = {k: p for k, p in never.items() if p is not None and p.grad is None}
         if not never:
@@ -436,14 +442,17 @@ class SchedulerProbe:
     (unless a GradScaler skipped that step: then PyTorch's warning is a false alarm)."""
 
     def __init__(self) -> None:
-        self.schedulers: dict[int, tuple[Any, Site | None]] = {}
+        self.schedulers: dict[int, tuple[str, int, Site | None]] = {}
         self.stepped: set[int] = set()
         self.optimizer_steps: dict[int, int] = {}
         self.scaled: set[int] = set()
         self.epochs_after_step = 0
 
     def on_scheduler_created(self, doc: Any, event: CreatedEvent) -> None:
-        self.schedulers[id(event.obj)] = (weakref.ref(event.obj), event.site)
+        # What the verdict needs, not the object: a script's namespace (and with it the
+        # scheduler) may be gone when the run ends.
+        optimizer = getattr(event.obj, "optimizer", None)
+        self.schedulers[id(event.obj)] = (type(event.obj).__name__, id(optimizer), event.site)
 
     def on_step(self, doc: Any, event: StepEvent) -> None:
         key = id(event.optimizer)
@@ -485,12 +494,8 @@ class SchedulerProbe:
     def on_end(self, doc: Any) -> None:
         if self.epochs_after_step < 2:
             return  # a per-epoch scheduler may not have had its first epoch end yet
-        for key, (ref, site) in self.schedulers.items():
-            scheduler = ref()
-            if key in self.stepped or scheduler is None or site is None:
-                continue
-            optimizer = getattr(scheduler, "optimizer", None)
-            if not self.optimizer_steps.get(id(optimizer)):
+        for key, (name, optimizer, site) in self.schedulers.items():
+            if key in self.stepped or site is None or not self.optimizer_steps.get(optimizer):
                 continue
             doc.add(
                 Finding(
@@ -498,9 +503,9 @@ class SchedulerProbe:
                     severity="warning",
                     file=site.file,
                     line=site.line,
-                    message=f"{type(scheduler).__name__} is created but never stepped: the "
-                    f"learning rate stays at its initial value for all "
-                    f"{self.optimizer_steps[id(optimizer)]} optimizer steps",
+                    message=f"{name} is created but never stepped: the learning rate stays at "
+                    f"its initial value for all {self.optimizer_steps[optimizer]} optimizer "
+                    "steps",
                     why="no warmup, no decay: the schedule you configured is not applied",
                     fix="call scheduler.step() after optimizer.step() (per batch for "
                     "OneCycleLR / warmup schedules, per epoch for StepLR-style ones)",
