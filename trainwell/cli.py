@@ -1,12 +1,14 @@
 """The ``trainwell`` command line: a thin layer over the library.
 
 Errors from bad input print one line and exit with code 2; ``--debug`` shows the
-traceback. Interrupted training exits with 128 + the signal number.
+traceback. Interrupted training exits with 128 + the signal number; a failed overfit check
+(``doctor.overfit_batch=true``) with 1.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 from collections.abc import Sequence
@@ -69,6 +71,36 @@ def _parser() -> argparse.ArgumentParser:
     launcher.add_argument("--rdzv-id", metavar="ID")
     train.add_argument("overrides", nargs="*", metavar="KEY=VALUE")
 
+    lr_find = sub.add_parser(
+        "lr-find",
+        help="learning-rate range test: suggests optim.lr for a config",
+        description="Build the run as `trainwell train` would (same --config and KEY=VALUE "
+        "overrides), train a few steps while the lr rises exponentially, and suggest the lr "
+        "where the loss falls fastest. Writes lr_find.csv and lr_find.png; no checkpoint, "
+        "and run.dir is never touched.",
+    )
+    lr_find.add_argument("--config", metavar="FILE", help="YAML config file")
+    lr_find.add_argument(
+        "--start-lr", type=float, default=1e-7, metavar="LR", help="first lr (default 1e-7)"
+    )
+    lr_find.add_argument(
+        "--end-lr", type=float, default=10.0, metavar="LR", help="last lr (default 10)"
+    )
+    lr_find.add_argument(
+        "--steps",
+        type=int,
+        default=100,
+        metavar="N",
+        help="optimizer steps from --start-lr to --end-lr (default 100); fewer if it diverges",
+    )
+    lr_find.add_argument(
+        "--output",
+        metavar="DIR",
+        help="folder for lr_find.csv and lr_find.png (default: a new one under runs/)",
+    )
+    lr_find.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="")
+    lr_find.add_argument("overrides", nargs="*", metavar="KEY=VALUE")
+
     export = sub.add_parser(
         "export",
         help="export a run's weights, checked by reading them back",
@@ -88,6 +120,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     doctor.add_argument("--max-steps", type=int, metavar="N", help="stop after N optimizer steps")
     doctor.add_argument("--json", metavar="PATH", help="also write the findings as JSON")
+    doctor.add_argument(
+        "--overfit",
+        action="store_true",
+        help="train on the script's first batch over and over and report whether the loss "
+        "goes to near zero",
+    )
     doctor.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="")
     doctor.add_argument("script", metavar="SCRIPT")
     doctor.add_argument("script_args", nargs=argparse.REMAINDER, metavar="ARGS")
@@ -108,10 +146,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _env(args)
         if args.command == "export":
             return _export(args)
+        if args.command == "lr-find":
+            return _lr_find(args)
         if args.command == "doctor":
             from trainwell.doctor.runner import run_script
 
-            return run_script(args.script, args.script_args, args.max_steps, args.json)
+            return run_script(
+                args.script, args.script_args, args.max_steps, args.json, overfit=args.overfit
+            )
         _parser().print_help()
         return 2
     except UserError as exc:
@@ -140,7 +182,24 @@ def _train(args: argparse.Namespace) -> int:
         return _launch(args, cfg)
     from trainwell.engine.loop import fit
 
-    fit(cfg, resume=args.resume, dry_run=args.dry_run)
+    result = fit(cfg, resume=args.resume, dry_run=args.dry_run)
+    # doctor.overfit_batch=true is a check: a failed one exits 1, so scripts can gate on it.
+    # Workers under a launcher exit 0 (torchrun would report a crash); _launch says it.
+    worker = int(os.environ.get("WORLD_SIZE", "1")) > 1
+    return 1 if _overfit_failed(result.summary) and not worker else 0
+
+
+def _overfit_failed(summary: dict) -> bool:
+    overfit = summary.get("overfit")
+    return overfit is not None and not overfit["passed"]
+
+
+def _lr_find(args: argparse.Namespace) -> int:
+    from trainwell import config as config_mod
+    from trainwell.engine.lr_find import lr_find
+
+    cfg = config_mod.load_config(args.config, args.overrides)
+    lr_find(cfg, start_lr=args.start_lr, end_lr=args.end_lr, steps=args.steps, output=args.output)
     return 0
 
 
@@ -176,7 +235,13 @@ def _launch(args: argparse.Namespace, cfg) -> int:
         worker.append(f"run.dir={run_dir}")
     if resume is not None:
         worker += ["--resume", str(resume)]
-    return launch(opts, worker)
+    code = launch(opts, worker)
+    if code == 0 and cfg.doctor.overfit_batch and not args.dry_run and opts.node_rank == 0:
+        import json
+
+        summary = json.loads((run_dir / "summary.json").read_text())
+        return 1 if _overfit_failed(summary) else 0
+    return code
 
 
 def _export(args: argparse.Namespace) -> int:

@@ -1,4 +1,4 @@
-"""The doctor's config: whether the engine runs the doctor's probes during training."""
+"""The doctor's config: whether the engine runs the doctor's probes, and its overfit check."""
 
 from __future__ import annotations
 
@@ -13,4 +13,10 @@ class DoctorConfig:
 
     enabled: bool = option(
         True, "run the doctor's probes during training; findings go to doctor.json"
+    )
+    overfit_batch: bool = option(
+        False,
+        "instead of training, train on the first batch over and over and report whether "
+        "the loss goes near zero (below 5% of its start or 0.05); steps: train.max_steps, "
+        "else 200",
     )

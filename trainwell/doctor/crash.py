@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import gc
+import re
 import types
 from typing import Any
 
@@ -19,6 +20,7 @@ from trainwell.doctor.frame import is_user_file
 
 OOM_MARKERS = ("out of memory", "can't allocate memory", "CUDA error: out of memory")
 SECOND_BACKWARD = "Trying to backward through the graph a second time"
+LABEL_MARKER = re.compile(r"Target -?\d+ is out of bounds")
 DEVICE_MARKERS = (
     "Expected all tensors to be on the same device",
     "is not on the expected device",
@@ -37,6 +39,10 @@ def explain(doc: Any, exc: BaseException) -> None:
     text = str(exc)
     if isinstance(exc, torch.OutOfMemoryError) or any(m in text for m in OOM_MARKERS):
         doc.add(_oom(frame, text))
+    elif LABEL_MARKER.search(text):
+        # The labels probe checks every call at first, then a sample: PyTorch's own
+        # IndexError catches a bad label in an unchecked batch, and is explained here.
+        doc.add(_label_crash(frame, text))
     elif any(m in text for m in DEVICE_MARKERS):
         doc.add(_device_mismatch(frame, text))
     elif SECOND_BACKWARD in text:
@@ -89,6 +95,21 @@ def _oom(frame: types.FrameType, text: str) -> Finding:
         "mixed precision (bf16/fp16), activation checkpointing, run evaluation under "
         "torch.no_grad(), and do not keep tensors with graphs across steps",
         evidence={"largest_tensors": largest, "parameter_bytes": params},
+    )
+
+
+def _label_crash(frame: types.FrameType, text: str) -> Finding:
+    return Finding(
+        code="label-out-of-range",
+        severity="error",
+        file=frame.f_code.co_filename,
+        line=frame.f_lineno,
+        message=f"the loss got a class label outside [0, num_classes): {text.strip()[:120]}",
+        why="class labels index the model's outputs; on a GPU the same bug is the cryptic "
+        "'device-side assert triggered'",
+        fix="make the labels 0..C-1 (1-based labels: y - 1) or give the model as many "
+        "outputs as there are classes (max label + 1)",
+        evidence={"exception": text.strip()[:300]},
     )
 
 

@@ -42,6 +42,7 @@ from trainwell.doctor.findings import render
 from trainwell.doctor.findings import to_json as doctor_json
 from trainwell.doctor.frame import Doctor
 from trainwell.engine import checkpoint as ckpt
+from trainwell.engine import overfit
 from trainwell.engine.distributed import (
     DistConfig,
     Placement,
@@ -58,7 +59,7 @@ from trainwell.engine.distributed import (
     wrap,
 )
 from trainwell.engine.early_stopping import EarlyStopping, resolve_monitor
-from trainwell.engine.optim import build_optimizer, build_scheduler
+from trainwell.engine.optim import build_optimizer, build_scheduler, lr_factor
 from trainwell.engine.precision import Precision, resolve_precision
 from trainwell.engine.resume import config_changes, remove_stale_temporaries
 from trainwell.engine.resume import find as find_checkpoint
@@ -159,18 +160,9 @@ def _fit(
     console: Console,
     doc: Doctor | None,
 ) -> FitResult:
-    set_deterministic(cfg.run.deterministic)
-    seed_everything(cfg.run.seed)
-
     # ---- data, model, loss -------------------------------------------------------------
-    splits = _splits(cfg, train_data, val_data, test_data)
-    # Seeded just before the model is built, so its initial weights depend only on the seed.
-    seed_everything(cfg.run.seed)
-    if model is None:
-        model = build_model(cfg.model, splits.num_classes, splits.input_shape)
-    model = model.to(place.device)
-    loss_fn = loss_fn or build_loss(cfg)
-    task = _preflight(model, loss_fn, splits, place.device)
+    parts = build_parts(cfg, place, model, train_data, val_data, test_data, loss_fn)
+    splits, model, loss_fn, task = parts.splits, parts.model, parts.loss_fn, parts.task
     # DDP on several processes; `model` stays the raw module whose state is saved.
     net = wrap(model, place, cfg.dist)
     model = unwrap(net)
@@ -181,12 +173,11 @@ def _fit(
 
     micro_batch = _micro_batch(cfg, place)
     train_loader, sampler, generator = _train_loader(cfg, splits.train, micro_batch, place)
-    steps_per_epoch = len(train_loader) // cfg.train.grad_accum_steps
-    if steps_per_epoch == 0:
-        raise UserError(
-            f"data.batch_size: {cfg.data.batch_size} is larger than the training data "
-            f"({len(splits.train)} samples); incomplete batches are dropped, so no step would run"
-        )
+    steps_per_epoch = steps_in_epoch(cfg, train_loader, splits.train)
+    if cfg.doctor.overfit_batch and not dry_run:
+        # A diagnostic in place of training, with its own short loop, optimizer and schedule.
+        return _overfit_run(cfg, place, net, loss_fn, train_loader, sampler, generator,
+                            task.num_classes, resume, console, doc)  # fmt: skip
     total_steps = cfg.train.epochs * steps_per_epoch
     if cfg.train.max_steps:
         total_steps = min(total_steps, cfg.train.max_steps)
@@ -496,6 +487,61 @@ def _is_classification(outputs: torch.Tensor, targets: torch.Tensor) -> bool:
 
 
 # ---- set-up helpers ----------------------------------------------------------------------
+
+
+@dataclass
+class Parts:
+    """What :func:`build_parts` builds: the data, the model on its device, the loss."""
+
+    splits: DataSplits
+    model: nn.Module
+    loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+    task: _Task
+
+
+def build_parts(
+    cfg: Config,
+    place: Placement,
+    model: nn.Module | None = None,
+    train_data: Dataset | None = None,
+    val_data: Dataset | None = None,
+    test_data: Dataset | None = None,
+    loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
+) -> Parts:
+    """Data splits, model (on ``place.device``) and loss, built and seeded as :func:`fit` does.
+
+    Objects passed in replace the config's choices. The seeding is part of the contract:
+    the initial weights depend on ``run.seed`` alone, so a tool that builds its parts here
+    (``trainwell lr-find``) starts from the very weights ``trainwell train`` would.
+
+    Example:
+        >>> cfg = load_config(overrides=["data.name=synthetic", "model.name=mlp"])
+        >>> parts = build_parts(cfg, Placement(torch.device("cpu")))
+        >>> type(parts.model).__name__, parts.task.num_classes
+        ('Sequential', 10)
+    """
+    set_deterministic(cfg.run.deterministic)
+    seed_everything(cfg.run.seed)
+    splits = _splits(cfg, train_data, val_data, test_data)
+    # Seeded just before the model is built, so its initial weights depend only on the seed.
+    seed_everything(cfg.run.seed)
+    if model is None:
+        model = build_model(cfg.model, splits.num_classes, splits.input_shape)
+    model = model.to(place.device)
+    loss_fn = loss_fn or build_loss(cfg)
+    task = _preflight(model, loss_fn, splits, place.device)
+    return Parts(splits, model, loss_fn, task)
+
+
+def steps_in_epoch(cfg: Config, train_loader: DataLoader, train: Dataset) -> int:
+    """Optimizer steps per epoch; a batch larger than the data (no step at all) is refused."""
+    steps = len(train_loader) // cfg.train.grad_accum_steps
+    if steps == 0:
+        raise UserError(
+            f"data.batch_size: {cfg.data.batch_size} is larger than the training data "
+            f"({len(train)} samples); incomplete batches are dropped, so no step would run"  # type: ignore[arg-type]
+        )
+    return steps
 
 
 LOSSES: dict[str, Callable[[Config], nn.Module]] = {
@@ -933,6 +979,124 @@ def _finish(
             summary["curves_error"] = f"{type(exc).__name__}: {exc}"
     # Written last: "completed" appears only once everything else is on disk.
     run.write_summary(summary)
+
+
+# ---- doctor.overfit_batch -----------------------------------------------------------------
+
+
+def _overfit_run(
+    cfg: Config,
+    place: Placement,
+    net: nn.Module,
+    loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+    train_loader: DataLoader,
+    sampler: ResumableSampler,
+    generator: torch.Generator,
+    num_classes: int | None,
+    resume: str | Path | None,
+    console: Console,
+    doc: Doctor | None,
+) -> FitResult:
+    """``doctor.overfit_batch=true``: the overfit-one-batch check in place of training.
+
+    Trains on the first batch of the train loader for ``train.max_steps`` steps (else
+    :data:`~trainwell.engine.overfit.DEFAULT_STEPS`), with a fresh optimizer and schedule
+    sized to those steps; no validation, early stopping or checkpoints. The run directory
+    gets config.yaml, env.json, metrics.csv (the loss), curves.png and a summary.json
+    whose ``"overfit"`` holds the verdict.
+    """
+    if resume is not None:
+        raise UserError("doctor.overfit_batch=true is a fresh check; it does not resume a run")
+    steps = cfg.train.max_steps or overfit.DEFAULT_STEPS
+    config_mod.check_warmup(cfg.sched.warmup_steps, steps)
+    model = unwrap(net)
+    optimizer = build_optimizer(cfg.optim, model)
+    scheduler = build_scheduler(cfg.sched, optimizer, steps)
+    precision = Precision.build(resolve_precision(cfg.train.precision, place.device), place.device)
+    # The first global batch of epoch 0, exactly as training would draw it.
+    sampler.set_epoch(0)
+    generator.manual_seed(epoch_seed(cfg.run.seed, 0))
+    micro_batches = []
+    for inputs, targets in itertools.islice(
+        (b[:2] for b in train_loader), cfg.train.grad_accum_steps
+    ):
+        _check_batch_targets(targets, num_classes)
+        micro_batches.append((inputs.to(place.device), targets.to(place.device)))
+
+    run = _open_run_dir(
+        cfg, new_run_path(cfg.run, default_name(cfg.data.name, cfg.model.name)), None, None, place
+    )
+    started = time.time()
+    summary: dict[str, Any] = {
+        "status": "running",
+        "mode": "overfit_batch",
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "device": str(place.device),
+        "world_size": place.world_size,
+        "precision": precision.name,
+        "batch": {"global": cfg.data.batch_size, "grad_accum_steps": cfg.train.grad_accum_steps},
+        "total_steps": steps,
+    }
+    run.write_summary(summary)
+    console.print(
+        f"[bold]trainwell[/] overfit check in [cyan]{run.path}[/]: {steps} steps on one batch "
+        f"of {cfg.data.batch_size}, {cfg.optim.name} lr {cfg.optim.lr:g}, {precision.name} on "
+        f"{place.device}",
+        highlight=False,
+        soft_wrap=True,
+    )
+
+    def write_doctor() -> None:
+        if doc is not None:
+            findings = doctor_json(doc.findings, steps=doc.steps, errors=doc.errors)
+            run.write_text("doctor.json", findings)
+
+    try:
+        result = overfit.overfit_one_batch(
+            net, micro_batches, loss_fn, optimizer, scheduler, precision,
+            cfg.train.grad_clip, steps, place,
+        )  # fmt: skip
+    except BaseException as exc:
+        interrupted = isinstance(exc, KeyboardInterrupt)
+        if doc is not None and not interrupted:
+            explain_crash(doc, exc)
+        summary.update(
+            status="interrupted" if interrupted else "failed",
+            error=f"{type(exc).__name__}: {exc}",
+        )
+        write_doctor()
+        run.write_summary(summary)
+        raise
+    for i, loss in enumerate(result.losses):
+        step = i + 1
+        if step % cfg.train.log_every == 0 or step in (1, steps):
+            run.log(step, 0, "train", "loss", loss)
+            # The schedule's own formula: LambdaLR sets base lr x factor(step).
+            run.log(step, 0, "train", "lr", cfg.optim.lr * lr_factor(cfg.sched, i, steps))
+    run.flush()
+    write_doctor()
+    summary.update(
+        status="completed", steps=steps, overfit=result.to_dict(),
+        wall_time_s=round(time.time() - started, 3),
+    )  # fmt: skip
+    try:
+        run.plot_curves()
+    except Exception as exc:  # a plot must never lose the check's summary
+        summary["curves_error"] = f"{type(exc).__name__}: {exc}"
+    # Written last: "completed" appears only once everything else is on disk.
+    run.write_summary(summary)
+    ratio = result.ratio
+    console.print(
+        f"  initial loss {result.initial_loss:.4g}   final loss {result.final_loss:.4g}   "
+        f"ratio {ratio:.3g}   ({summary['wall_time_s']:.1f}s)",
+        highlight=False,
+    )
+    # One line, unwrapped: scripts and CI logs grep for it.
+    style = "green" if result.passed else "red"
+    console.print(result.verdict(), style=style, highlight=False, markup=False, soft_wrap=True)
+    console.print(f"run directory: {run.path}", highlight=False)
+    metrics = {"overfit/initial_loss": result.initial_loss, "overfit/final_loss": result.final_loss}
+    return FitResult(run_dir=run.path, metrics=metrics, summary=summary, model=model)
 
 
 # ---- output ------------------------------------------------------------------------------

@@ -1,0 +1,33 @@
+# Metric learning with an in-batch contrastive loss on Euclidean distances; the squared
+# distance gets a small epsilon before the sqrt so the zero self-distances on the
+# diagonal have a finite gradient.
+import torch
+from torch import nn
+
+
+def pairwise_distances(emb, eps=1e-8):
+    diff = emb.unsqueeze(1) - emb.unsqueeze(0)
+    return torch.sqrt((diff**2).sum(-1) + eps)
+
+
+def contrastive_loss(emb, labels, margin=1.0):
+    d = pairwise_distances(emb)
+    same = (labels.unsqueeze(1) == labels.unsqueeze(0)).float()
+    pos = same * d**2
+    neg = (1 - same) * torch.relu(margin - d) ** 2
+    return (pos + neg).mean()
+
+
+torch.manual_seed(0)
+encoder = nn.Sequential(nn.Linear(16, 64), nn.ReLU(), nn.Linear(64, 8))
+optimizer = torch.optim.SGD(encoder.parameters(), lr=0.05, momentum=0.9)
+prototypes = torch.randn(5, 16)
+for step in range(30):
+    labels = torch.randint(0, 5, (32,))
+    x = prototypes[labels] + 0.5 * torch.randn(32, 16)
+    loss = contrastive_loss(encoder(x), labels)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    if step % 10 == 0:
+        print(f"step {step}: loss {loss.item():.4f}")

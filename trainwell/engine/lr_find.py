@@ -1,0 +1,359 @@
+"""The learning-rate range test (Leslie Smith, 2015), as fastai's and Lightning's ``lr_find``.
+
+The run's own model, data, loss and optimizer are built as ``trainwell train`` builds them
+(:func:`~trainwell.engine.loop.build_parts`, the same seed and so the same initial
+weights), then trained for a short while as the learning rate rises exponentially from
+``start_lr`` to ``end_lr``, one value per optimizer step. The loss is smoothed with an
+exponential moving average (bias-corrected, as Adam's moments are), and the run stops
+once the smoothed loss leaves four times its best or stops being finite: beyond that
+point the weights are ruined and the curve says nothing more.
+
+The suggested lr is where the smoothed loss falls fastest against log10(lr) (Lightning's
+``suggestion()``): low enough to be stable, high enough to learn fast. The lr with the
+lowest loss is shown too; it is already near the edge of divergence, so train below it.
+
+Nothing of the trained weights is kept, no checkpoint is read or written, and ``run.dir``
+is never touched: the outputs (``lr_find.csv``, ``lr_find.png``) go to their own folder.
+"""
+
+from __future__ import annotations
+
+import copy
+import csv
+import math
+import os
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from rich.console import Console
+from torch import nn
+from torch.utils.data import Dataset
+
+from trainwell.config import Config, load_config
+from trainwell.data import targets_of
+from trainwell.engine.distributed import Placement, resolve_device
+from trainwell.engine.loop import (
+    _check_batch_targets,
+    _micro_batch,
+    _train_loader,
+    build_parts,
+    steps_in_epoch,
+)
+from trainwell.engine.optim import build_optimizer
+from trainwell.engine.precision import Precision, resolve_precision
+from trainwell.engine.rundir import RunConfig, default_name, new_run_path
+from trainwell.engine.seeding import epoch_seed
+from trainwell.engine.step import Batch, train_step
+from trainwell.errors import UserError
+
+# Weight of the past in the loss average: about the last 50 steps count (fastai, Lightning).
+SMOOTHING = 0.98
+# Stop once the smoothed loss exceeds this multiple of its best so far (fastai, Lightning).
+DIVERGE_FACTOR = 4.0
+# Points left out of the suggestion: the first ones, while the average is still settling,
+# and the last one, usually the jump that stopped the test (Lightning's skip_begin/end).
+SKIP_START = 10
+SKIP_END = 1
+
+
+@dataclass
+class LRFindResult:
+    """What :func:`lr_find` returns: the curve, the suggestion and where they were written.
+
+    Attributes:
+        lrs, losses, smoothed: per optimizer step taken, the lr, the step's loss and the
+            smoothed loss.
+        suggestion: the lr where the smoothed loss falls fastest, or ``None`` when it
+            never falls (or too few steps ran).
+        min_loss_lr: the lr of the lowest smoothed loss (``None`` if none was finite).
+        stop_reason: ``"end_lr reached"``, ``"diverged"`` or ``"non-finite loss"``.
+        steps: the steps asked for (``len(lrs)`` were taken).
+        output: the folder holding ``lr_find.csv`` and ``lr_find.png``.
+        seconds: wall time of the test.
+    """
+
+    lrs: list[float]
+    losses: list[float]
+    smoothed: list[float]
+    suggestion: float | None
+    min_loss_lr: float | None
+    stop_reason: str
+    steps: int
+    output: Path | None = None
+    seconds: float = 0.0
+
+    def write_csv(self, path: Path) -> None:
+        """``lr,loss,smoothed``: one row per step taken (written atomically)."""
+        tmp = path.with_name(f".{path.name}.tmp")
+        with open(tmp, "w", newline="") as f:
+            writer = csv.writer(f)
+            writer.writerow(["lr", "loss", "smoothed"])
+            writer.writerows(zip(self.lrs, self.losses, self.smoothed))
+        os.replace(tmp, path)
+
+    def plot(self, path: Path) -> None:
+        """Loss against lr on a log axis, with the suggestion marked."""
+        import matplotlib
+
+        matplotlib.use("Agg")  # no display needed; safe in CI and on servers
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        ax.plot(self.lrs, self.losses, color="0.75", linewidth=1, label="loss")
+        ax.plot(self.lrs, self.smoothed, color="C0", linewidth=2, label="smoothed loss")
+        finite = [s for s in self.smoothed if math.isfinite(s)]
+        if finite:
+            # The divergence at the end would flatten the interesting part of the curve.
+            low, high = min(finite), max(finite[: len(finite) - SKIP_END] or finite)
+            pad = 0.05 * (high - low) or 0.05 * abs(high) or 0.1
+            ax.set_ylim(low - pad, high + pad)
+        if self.suggestion is not None:
+            at = self.lrs.index(self.suggestion)
+            ax.plot([self.suggestion], [self.smoothed[at]], "o", color="C3", markersize=9,
+                    label=f"suggested lr {self.suggestion:.2g}")  # fmt: skip
+        if self.min_loss_lr is not None:
+            ax.axvline(self.min_loss_lr, color="0.5", linestyle=":",
+                       label=f"min-loss lr {self.min_loss_lr:.2g}")  # fmt: skip
+        ax.set_xscale("log")
+        ax.set_xlabel("learning rate (log scale)")
+        ax.set_ylabel("training loss")
+        ax.set_title(f"learning-rate range test ({len(self.lrs)} steps, {self.stop_reason})")
+        ax.legend()
+        fig.tight_layout()
+        tmp = path.with_name(f".{path.name}.tmp")
+        fig.savefig(tmp, dpi=100, format="png")
+        plt.close(fig)
+        os.replace(tmp, path)
+
+
+def lr_find(
+    config: Config | str | Path | None = None,
+    *,
+    model: nn.Module | None = None,
+    train_data: Dataset | None = None,
+    loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
+    start_lr: float = 1e-7,
+    end_lr: float = 10.0,
+    steps: int = 100,
+    output: str | Path | None = None,
+    smoothing: float = SMOOTHING,
+    console: Console | None = None,
+) -> LRFindResult:
+    """Run the learning-rate range test on the run the config describes; suggest ``optim.lr``.
+
+    Args:
+        config: a :class:`~trainwell.config.Config`, a YAML path, or ``None`` for defaults.
+            Its model, data, loss, optimizer (name, weight decay, betas, ...), precision,
+            accumulation and clipping are used; ``optim.lr`` and the schedule are replaced
+            by the rising lr.
+        model, train_data, loss_fn: objects instead of the config's choices, as in
+            :func:`trainwell.fit`; a model passed in is copied and left untouched.
+        start_lr, end_lr: the range of the lr, ``0 < start_lr < end_lr``.
+        steps: optimizer steps from ``start_lr`` to ``end_lr`` (at least 2); fewer run
+            when the loss diverges.
+        output: the folder for ``lr_find.csv`` and ``lr_find.png`` (default: a new
+            ``runs/<timestamp>-lr_find-<data>-<model>``; never ``run.dir``).
+        smoothing: weight of the past in the loss's moving average, in [0, 1); the
+            average lags the loss by about ``smoothing / (1 - smoothing)`` steps.
+        console: where the summary goes (default: standard output).
+
+    Returns:
+        An :class:`LRFindResult`; ``result.suggestion`` is the lr to try.
+
+    Raises:
+        UserError: a bad range or step count (one line), or any bad config.
+
+    Example:
+        >>> import trainwell
+        >>> from trainwell.engine.lr_find import lr_find
+        >>> cfg = trainwell.load_config(overrides=["data.name=synthetic", "model.name=mlp"])
+        >>> result = lr_find(cfg, start_lr=1e-6, end_lr=1.0, steps=50)  # doctest: +SKIP
+        >>> cfg.optim.lr = result.suggestion  # doctest: +SKIP
+    """
+    _check_range(start_lr, end_lr, steps)
+    if not 0 <= smoothing < 1:
+        raise UserError(f"lr-find: smoothing must be in [0, 1); got {smoothing:g}")
+    cfg = config if isinstance(config, Config) else load_config(config)
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        raise UserError("lr-find runs in one process; start it without torchrun or --nproc")
+    console = console or Console()
+    place = Placement(device=resolve_device(cfg.run.device))
+    if model is not None:
+        model = copy.deepcopy(model)  # the caller's weights stay as they were
+
+    parts = build_parts(cfg, place, model, train_data, None, None, loss_fn)
+    micro_batch = _micro_batch(cfg, place)
+    loader, sampler, generator = _train_loader(cfg, parts.splits.train, micro_batch, place)
+    steps_per_epoch = steps_in_epoch(cfg, loader, parts.splits.train)
+    optimizer = build_optimizer(cfg.optim, parts.model)
+    precision = Precision.build(resolve_precision(cfg.train.precision, place.device), place.device)
+    # Labels the data set could not show up front are checked batch by batch, as in fit.
+    unseen_labels = targets_of(parts.splits.train) is None
+    num_classes = parts.task.num_classes if unseen_labels else None
+
+    name = cfg.run.name or default_name(cfg.data.name, cfg.model.name)
+    console.print(
+        f"[bold]trainwell lr-find[/]: {name}, {cfg.optim.name}, batch {cfg.data.batch_size}, "
+        f"{precision.name} on {place.device}; lr {start_lr:g} -> {end_lr:g} over {steps} steps",
+        highlight=False,
+        soft_wrap=True,
+    )
+    started = time.time()
+    params = [p for p in parts.model.parameters() if p.requires_grad]
+    batches = _batches(cfg, loader, sampler, generator, steps_per_epoch, place.device, num_classes)
+    lrs: list[float] = []
+    losses: list[float] = []
+    smoothed: list[float] = []
+    average, best = 0.0, math.inf
+    stop_reason = "end_lr reached"
+    parts.model.train()
+    for i in range(steps):
+        lr = start_lr * (end_lr / start_lr) ** (i / (steps - 1))
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        loss_t = train_step(parts.model, next(batches), parts.loss_fn, optimizer, precision,
+                            cfg.train.grad_clip, params)  # fmt: skip
+        # A sync every step: whether to stop depends on this very loss. The test is a
+        # hundred steps long, so the cost is negligible.
+        loss = float(loss_t)
+        average = smoothing * average + (1 - smoothing) * loss
+        smooth = average / (1 - smoothing ** (i + 1))  # bias correction, as in Adam
+        lrs.append(lr)
+        losses.append(loss)
+        smoothed.append(smooth)
+        if not math.isfinite(smooth):
+            stop_reason = "non-finite loss"
+            break
+        if i > 0 and smooth > DIVERGE_FACTOR * best:
+            stop_reason = "diverged"
+            break
+        best = min(best, smooth)
+
+    suggestion = suggest_lr(lrs, smoothed)
+    finite = [(s, lr) for lr, s in zip(lrs, smoothed) if math.isfinite(s)]
+    result = LRFindResult(
+        lrs=lrs,
+        losses=losses,
+        smoothed=smoothed,
+        suggestion=suggestion,
+        min_loss_lr=min(finite)[1] if finite else None,
+        stop_reason=stop_reason,
+        steps=steps,
+        seconds=time.time() - started,
+    )
+    # The folder is made only now: bad input or a crash leaves no folder behind.
+    out = Path(output) if output is not None else new_run_path(RunConfig(), f"lr_find-{name}")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"--output: cannot create {out}: {exc.strerror}") from None
+    result.output = out
+    result.write_csv(out / "lr_find.csv")
+    result.plot(out / "lr_find.png")
+    _report(console, result, end_lr)
+    return result
+
+
+def suggest_lr(
+    lrs: list[float], smoothed: list[float], skip_start: int = SKIP_START, skip_end: int = SKIP_END
+) -> float | None:
+    """The lr where ``smoothed`` falls fastest against log10(lr), or ``None`` if it never falls.
+
+    The first ``skip_start`` and last ``skip_end`` points are left out (fewer on a short
+    curve: at most a fifth and a tenth of it), as are non-finite ones.
+
+    Example:
+        >>> lrs = [10 ** (-6 + k / 4) for k in range(25)]            # 1e-6 .. 1
+        >>> curve = [2.0 / (1 + (lr / 1e-3) ** 2) + 0.1 for lr in lrs]  # falls around 1e-3
+        >>> f"{suggest_lr(lrs, curve):.1e}"
+        '1.0e-03'
+    """
+    points = [(lr, s) for lr, s in zip(lrs, smoothed) if math.isfinite(s)]
+    begin = min(skip_start, len(points) // 5)
+    end = min(skip_end, len(points) // 10)
+    points = points[begin : len(points) - end]
+    if len(points) < 3:
+        return None
+    x = np.log10([lr for lr, _ in points])
+    y = np.array([s for _, s in points])
+    slope = np.gradient(y, x)
+    steepest = int(np.argmin(slope))
+    if slope[steepest] >= 0:
+        return None
+    return points[steepest][0]
+
+
+def _check_range(start_lr: float, end_lr: float, steps: int) -> None:
+    for flag, value in (("--start-lr", start_lr), ("--end-lr", end_lr)):
+        if not (math.isfinite(value) and value > 0):
+            raise UserError(f"lr-find: {flag} must be a positive number; got {value:g}")
+    if start_lr >= end_lr:
+        raise UserError(f"lr-find: --start-lr ({start_lr:g}) must be below --end-lr ({end_lr:g})")
+    if steps < 2:
+        raise UserError(f"lr-find: --steps must be at least 2; got {steps}")
+
+
+def _batches(
+    cfg: Config,
+    loader: torch.utils.data.DataLoader,
+    sampler: torch.utils.data.DistributedSampler,
+    generator: torch.Generator,
+    steps_per_epoch: int,
+    device: torch.device,
+    num_classes: int | None,
+) -> Iterator[list[Batch]]:
+    """The micro-batches of each optimizer step, epoch after epoch in training's data order."""
+    accum = cfg.train.grad_accum_steps
+    epoch = 0
+    while True:
+        sampler.set_epoch(epoch)
+        generator.manual_seed(epoch_seed(cfg.run.seed, epoch))
+        it = iter(loader)
+        for _ in range(steps_per_epoch):
+            step = []
+            for _ in range(accum):
+                inputs, targets = next(it)[:2]
+                if epoch == 0:
+                    _check_batch_targets(targets, num_classes)
+                step.append((inputs.to(device, non_blocking=True),
+                             targets.to(device, non_blocking=True)))  # fmt: skip
+            yield step
+        epoch += 1
+
+
+def _report(console: Console, result: LRFindResult, end_lr: float) -> None:
+    taken = len(result.lrs)
+    if result.stop_reason == "end_lr reached":
+        stopped = f"all {taken} steps, up to lr {end_lr:g}"
+    elif result.stop_reason == "diverged":
+        stopped = (
+            f"step {taken} of {result.steps}: the smoothed loss passed {DIVERGE_FACTOR:g}x its "
+            f"best at lr {result.lrs[-1]:.2g} (diverged)"
+        )
+    else:
+        stopped = (
+            f"step {taken} of {result.steps}: the loss became NaN/Inf at lr {result.lrs[-1]:.2g}"
+        )
+    rows = [("stopped at", stopped)]
+    if result.suggestion is not None:
+        at = result.lrs.index(result.suggestion)
+        rows.append(("suggested lr", f"{result.suggestion:.2g}   the smoothed loss falls "
+                     f"fastest here ({result.smoothed[at]:.4g})"))  # fmt: skip
+    else:
+        rows.append(("suggested lr", "none: the smoothed loss never fell; widen the range "
+                     "(a lower --start-lr, a higher --end-lr) or more --steps"))  # fmt: skip
+    if result.min_loss_lr is not None:
+        best = min(s for s in result.smoothed if math.isfinite(s))
+        rows.append(("min-loss lr", f"{result.min_loss_lr:.2g}   lowest smoothed loss "
+                     f"({best:.4g}); already close to diverging, so train below it"))  # fmt: skip
+    if result.suggestion is not None:
+        rows.append(("override", f"optim.lr={result.suggestion:.2g}"))
+    if result.output is not None:
+        rows.append(("wrote", f"{result.output / 'lr_find.csv'}, {result.output / 'lr_find.png'}"))
+    rows.append(("time", f"{result.seconds:.1f}s"))
+    for label, text in rows:
+        console.print(f"  {label:<13} {text}", highlight=False, markup=False, soft_wrap=True)

@@ -1,0 +1,157 @@
+"""Overfit one batch: can the model, loss and optimizer drive the loss of one batch to zero?
+
+The first check of Karpathy's "recipe for training neural networks": a model with enough
+capacity, trained on one fixed batch over and over, must memorize it. If it cannot, the
+fault is in the model, the loss wiring or the optimizer (a frozen layer, a detached
+output, a wrong loss for the targets, an lr far off), not in the data; if it can but full
+training does not learn, look at the data (labels, shuffling, augmentation).
+
+``trainwell train doctor.overfit_batch=true`` runs it in place of training (see
+``_overfit_run`` in :mod:`trainwell.engine.loop`); this module holds the check itself.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+
+from trainwell.engine.distributed import Placement, all_reduce_sum
+from trainwell.engine.precision import Precision
+from trainwell.engine.step import Batch, train_step
+
+# Steps when train.max_steps does not say: enough for a small model to memorize a batch
+# with the default AdamW lr, short enough to be a quick check (seconds on a CPU).
+DEFAULT_STEPS = 200
+# Passed when the final loss is below 5% of the initial loss, or below 0.05 outright.
+# The absolute bound covers a loss that starts small (a regression target already near
+# its mean); the relative one covers losses with another scale than cross-entropy's.
+PASS_RATIO = 0.05
+PASS_LOSS = 0.05
+
+
+@dataclass
+class OverfitResult:
+    """The outcome of :func:`overfit_one_batch`.
+
+    Attributes:
+        initial_loss: the loss of the batch before any update.
+        final_loss: the loss of the batch after the last update.
+        steps: optimizer steps taken.
+        losses: the loss of every step, before its update (``losses[0] == initial_loss``).
+
+    Example:
+        >>> r = OverfitResult(initial_loss=2.3, final_loss=0.004, steps=200)
+        >>> r.passed, round(r.ratio, 4)
+        (True, 0.0017)
+        >>> OverfitResult(initial_loss=2.3, final_loss=1.9, steps=200).passed
+        False
+    """
+
+    initial_loss: float
+    final_loss: float
+    steps: int
+    losses: list[float] = field(default_factory=list)
+
+    @property
+    def ratio(self) -> float:
+        """final / initial loss (``nan`` when the initial loss is zero or not finite)."""
+        if not math.isfinite(self.initial_loss) or self.initial_loss == 0:
+            return math.nan
+        return self.final_loss / self.initial_loss
+
+    @property
+    def passed(self) -> bool:
+        """The final loss is below ``PASS_RATIO`` of the initial one, or below ``PASS_LOSS``."""
+        if not math.isfinite(self.final_loss):
+            return False
+        # NaN (a zero or non-finite initial loss) compares false: only the absolute bound.
+        return self.final_loss < PASS_LOSS or self.ratio < PASS_RATIO
+
+    def verdict(self) -> str:
+        """One line: PASSED or FAILED, the losses, and what to look at next."""
+        losses = f"loss {self.initial_loss:.4g} -> {self.final_loss:.4g} in {self.steps} steps"
+        if self.passed:
+            return (
+                f"overfit check: PASSED — {losses}: the model and loss can learn; if full "
+                "training does not, look at the data (labels, shuffling, augmentation)"
+            )
+        return (
+            f"overfit check: FAILED — {losses}: the model/loss/optimizer cannot fit even one "
+            "batch: check the loss wiring, learning rate, frozen parameters, the output layer"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """What ``summary.json`` holds under ``"overfit"``."""
+        ratio = self.ratio
+        return {
+            "passed": self.passed,
+            "initial_loss": self.initial_loss,
+            "final_loss": self.final_loss,
+            "ratio": ratio if math.isfinite(ratio) else None,
+            "steps": self.steps,
+            "criterion": f"final loss < {PASS_RATIO:g} x initial loss, or < {PASS_LOSS:g}",
+        }
+
+
+def overfit_one_batch(
+    net: nn.Module,
+    micro_batches: Sequence[Batch],
+    loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+    optimizer: torch.optim.Optimizer,
+    scheduler: torch.optim.lr_scheduler.LRScheduler,
+    precision: Precision,
+    grad_clip: float,
+    steps: int,
+    place: Placement | None = None,
+) -> OverfitResult:
+    """Train on the same batch for ``steps`` optimizer steps; report the loss before and after.
+
+    Each step is the engine's own (:func:`~trainwell.engine.step.train_step`: autocast,
+    accumulation over ``micro_batches``, scaler, clipping), followed by a scheduler step.
+    The model stays in training mode throughout, so the final loss is measured the way
+    the step losses are (dropout on, batch norm on batch statistics). The losses stay on
+    the device and are read once at the end; on several processes they are averaged.
+
+    Args:
+        net: the model (or its DDP wrapper), in training mode.
+        micro_batches: the one batch, as the accumulation micro-batches, on the device.
+        loss_fn, optimizer, scheduler, precision, grad_clip: as the run uses them.
+        steps: optimizer steps to take.
+        place: the process's placement (default: one process).
+
+    Example:
+        >>> torch.manual_seed(0)  # doctest: +ELLIPSIS
+        <torch._C.Generator object at ...>
+        >>> net = nn.Sequential(nn.Linear(4, 32), nn.ReLU(), nn.Linear(32, 3))
+        >>> batch = [(torch.randn(8, 4), torch.randint(0, 3, (8,)))]
+        >>> opt = torch.optim.AdamW(net.parameters(), lr=1e-2)
+        >>> sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: 1.0)
+        >>> p = Precision.build("fp32", torch.device("cpu"))
+        >>> result = overfit_one_batch(net, batch, nn.CrossEntropyLoss(), opt, sched, p, 1.0, 100)
+        >>> result.passed
+        True
+    """
+    assert steps > 0 and micro_batches
+    params = [p for p in net.parameters() if p.requires_grad]
+    first = micro_batches[0][0]
+    losses = torch.empty(steps + 1, device=first.device)
+    net.train()
+    for i in range(steps):
+        losses[i] = train_step(net, micro_batches, loss_fn, optimizer, precision, grad_clip, params)
+        scheduler.step()
+    # The loss after the last update: one more forward, no graph needed.
+    with torch.no_grad(), precision.autocast():
+        final = sum(loss_fn(net(x), y).float() for x, y in micro_batches) / len(micro_batches)
+    losses[steps] = final
+    # The one sync of the check.
+    values = losses.tolist()
+    if place is not None and place.distributed:
+        values = [v / place.world_size for v in all_reduce_sum(values, place)]
+    return OverfitResult(
+        initial_loss=values[0], final_loss=values[-1], steps=steps, losses=values[:-1]
+    )
