@@ -209,6 +209,32 @@ LOSSES = ("cross_entropy", "nll_loss", "binary_cross_entropy_with_logits",
           "binary_cross_entropy")  # fmt: skip
 
 
+def _scheduler_step(doctor: Doctor, step: Any) -> Any:
+    @functools.wraps(step)
+    def scheduler_step(scheduler, *args, **kwargs):
+        # The steps a scheduler's constructor takes are not the user's.
+        if not doctor._creating:
+            doctor._dispatch("on_scheduler_step", scheduler)
+        return step(scheduler, *args, **kwargs)
+
+    return scheduler_step
+
+
+def _scheduler_init(doctor: Doctor, init: Any) -> Any:
+    @functools.wraps(init)
+    def scheduler_created(scheduler, *args, **kwargs):
+        # A subclass's __init__ calls the base's: only the outermost is the creation.
+        doctor._creating += 1
+        try:
+            init(scheduler, *args, **kwargs)
+        finally:
+            doctor._creating -= 1
+        if not doctor._creating:
+            doctor._dispatch("on_scheduler_created", CreatedEvent(scheduler, _site(1)))
+
+    return scheduler_created
+
+
 class StopTraining(BaseException):
     """Raised from the optimizer step hook to stop a script after ``max_steps`` steps.
 
@@ -321,26 +347,7 @@ class Doctor:
             optimizer_init(optimizer, *args, **kwargs)
             doctor._dispatch("on_optimizer_created", CreatedEvent(optimizer, _site(1)))
 
-        from torch.optim import lr_scheduler
         from torch.utils.data import dataloader
-
-        sched_step = lr_scheduler.LRScheduler.step
-        sched_init = lr_scheduler.LRScheduler.__init__
-
-        def scheduler_step(scheduler, *args, **kwargs):
-            # The step a scheduler's constructor takes is not the user's.
-            if not doctor._creating:
-                doctor._dispatch("on_scheduler_step", scheduler)
-            return sched_step(scheduler, *args, **kwargs)
-
-        def scheduler_created(scheduler, *args, **kwargs):
-            doctor._creating += 1
-            try:
-                sched_init(scheduler, *args, **kwargs)
-            finally:
-                doctor._creating -= 1
-            if not doctor._creating:
-                doctor._dispatch("on_scheduler_created", CreatedEvent(scheduler, _site(1)))
 
         next_batch = dataloader._BaseDataLoaderIter.__next__
 
@@ -378,12 +385,26 @@ class Doctor:
         self._patch(torch.Tensor, "backward", tensor_backward)
         self._patch(torch.optim.Optimizer, "zero_grad", optimizer_zero_grad)
         self._patch(torch.optim.Optimizer, "__init__", optimizer_created)
-        self._patch(lr_scheduler.LRScheduler, "step", scheduler_step)
-        self._patch(lr_scheduler.LRScheduler, "__init__", scheduler_created)
+        self._patch_schedulers()
         self._patch(dataloader._BaseDataLoaderIter, "__next__", loader_next)
         self._patch_scaler()
         for name in LOSSES:
             self._patch(torch.nn.functional, name, self._loss_wrapper(name))
+
+    def _patch_schedulers(self) -> None:
+        """Every scheduler class of torch that defines its own ``__init__`` or ``step``
+        (SequentialLR, ChainedScheduler, ReduceLROnPlateau and CosineAnnealingWarmRestarts
+        do not go through the base class's)."""
+        from torch.optim import lr_scheduler
+
+        doctor = self
+        for cls in vars(lr_scheduler).values():
+            if not isinstance(cls, type) or not issubclass(cls, lr_scheduler.LRScheduler):
+                continue
+            if "step" in vars(cls):
+                self._patch(cls, "step", _scheduler_step(doctor, vars(cls)["step"]))
+            if "__init__" in vars(cls):
+                self._patch(cls, "__init__", _scheduler_init(doctor, vars(cls)["__init__"]))
 
     def _loss_wrapper(self, name: str) -> Any:
         original = getattr(torch.nn.functional, name)

@@ -52,24 +52,42 @@ class TrainModeInEvalProbe:
     twice with no optimizer step between (an evaluation loop) while its dropout or
     batch-norm modules are in training mode.
 
-    A single no-grad forward per training step is left alone: a GAN's generator making
-    samples for the discriminator, a momentum encoder, both trained in train mode on
-    purpose. Forwards from library code (``swa_utils.update_bn``) are too.
+    Left alone, as deliberate: a single no-grad forward per training step (a GAN's
+    generator making samples for the discriminator); a model no optimizer trains (a
+    momentum encoder or BYOL target network, fed two views per step); a model in eval
+    mode whose dropout alone was switched back on (Monte Carlo dropout); batch norms with
+    ``momentum=None`` (precise-BN statistics recomputed under no_grad); forwards from
+    library code (``swa_utils.update_bn``).
     """
 
     def __init__(self) -> None:
         self.cache: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self.run: dict[int, tuple[int, Site | None]] = {}  # id(model) -> (count, first site)
+        self.optimizers: weakref.WeakSet[Any] = weakref.WeakSet()
         self.reported = False
+
+    def on_optimizer_created(self, doc: Any, event: CreatedEvent) -> None:
+        self.optimizers.add(event.obj)
+
+    def _trained(self, model: nn.Module) -> bool:
+        """Whether an optimizer holds the model's weights (True when none is known)."""
+        if not len(self.optimizers):
+            return True
+        held = {id(p) for opt in self.optimizers for g in opt.param_groups for p in g["params"]}
+        return any(id(p) in held for p in model.parameters())
 
     def on_forward(self, doc: Any, event: ForwardEvent) -> None:
         if event.grad_enabled or self.reported:
             return
-        modules = _mode_modules(event.module, self.cache)
-        if not modules or not any(m.training for m in modules):
-            self.run.pop(id(event.module), None)
+        model = event.module
+        modules = _mode_modules(model, self.cache)
+        training = [m for m in modules if m.training]
+        if not model.training or not training:
+            self.run.pop(id(model), None)
             return
-        if not event.caller_is_user():
+        if any(isinstance(m, _NORM) and m.momentum is None for m in training):
+            return  # cumulative statistics: precise BN, recomputed on purpose
+        if not event.caller_is_user() or not self._trained(model):
             return
         count, site = self.run.get(id(event.module), (0, None))
         count, site = count + 1, site or event.site
@@ -96,6 +114,7 @@ class TrainModeInEvalProbe:
             )
 
     def on_step(self, doc: Any, event: StepEvent) -> None:
+        self.optimizers.add(event.optimizer)
         self.run.clear()
 
 
@@ -110,11 +129,11 @@ class EvalModeInTrainProbe:
 
     Batch norms put in eval one by one (frozen statistics while fine-tuning) are a
     deliberate choice and stay silent, as do eval-mode parts whose weights are frozen,
-    and an ``eval()`` called inside the training loop itself, before its training
-    forwards, with no evaluation in between (keeping a backbone's statistics frozen
-    each epoch). An ``eval()`` followed by no-grad forwards (an evaluation) and then
-    training is the forgotten ``model.train()``. Checked at the first steps and at the
-    first steps after each mode switch.
+    and, with no evaluation since, an ``eval()`` on a part right after ``train()`` on
+    the whole (``norm_eval``) or inside the training loop itself (keeping a backbone's
+    statistics frozen each epoch). An ``eval()`` followed by no-grad forwards (an
+    evaluation) and then training is the forgotten ``model.train()``. Checked at the
+    first steps and at the first steps after each mode switch.
     """
 
     CHECKS = 2  # steps looked at after each mode switch
@@ -124,18 +143,34 @@ class EvalModeInTrainProbe:
         self.cache: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self.forwards: dict[int, tuple[Any, Site | None]] = {}  # this step's models
         self.left = self.CHECKS
+        self.last_train: Any = None  # weak ref to the module of the last train() call
+        self.forward_since_train = False
 
     def on_mode(self, doc: Any, event: CreatedEvent) -> None:
-        if not event.mode:
-            # [where, every user line on the stack, evaluated since]
-            self.eval_sites[event.obj] = [event.site, _user_stack(), False]
+        module = event.obj
+        if event.mode:
+            self.last_train, self.forward_since_train = weakref.ref(module), False
+        else:
+            # model.train(); model.backbone.eval(): the backbone's statistics frozen on
+            # purpose, the way detection codebases do it (norm_eval).
+            parent = self.last_train() if self.last_train is not None else None
+            refrozen = (
+                parent is not None
+                and parent is not module
+                and not self.forward_since_train
+                and any(m is module for m in parent.modules())
+            )
+            self.eval_sites[module] = _EvalRecord(event.site, module, refrozen)
         self.left = self.CHECKS
 
     def on_forward(self, doc: Any, event: ForwardEvent) -> None:
+        self.forward_since_train = True
         if not event.grad_enabled:
-            record = self.eval_sites.get(event.module) if self.eval_sites else None
-            if record is not None:
-                record[2] = True
+            # An evaluation: of the module put in eval or of one of its parts
+            # (validation through model.encoder(...) or a generate() method).
+            for record in self.eval_sites.values():
+                if id(event.module) in record.parts:
+                    record.evaluated = True
         elif self.left and _mode_modules(event.module, self.cache):
             self.forwards.setdefault(id(event.module), (weakref.ref(event.module), event.site))
 
@@ -166,9 +201,12 @@ class EvalModeInTrainProbe:
             if not stuck or not trained:
                 continue
             record = self.eval_sites.get(module)
-            if record is not None and not record[2] and _in_loop_with(record[1], train_site):
-                return  # put in eval on purpose, each time round the training loop
-            site = (record[0] if record is not None else None) or train_site
+            on_purpose = record is not None and not record.evaluated and (
+                record.refrozen or _in_loop_with(record.stack, train_site)
+            )
+            if on_purpose:
+                return  # frozen statistics: right after train(), or each time round the loop
+            site = (record.site if record is not None else None) or train_site
             if site is None:
                 return
             related = []
@@ -199,6 +237,17 @@ class EvalModeInTrainProbe:
                 )
             )
             return  # the outermost one says it all
+
+
+class _EvalRecord:
+    """Where a module was put in eval mode, and what happened since."""
+
+    def __init__(self, site: Site | None, module: nn.Module, refrozen: bool) -> None:
+        self.site = site
+        self.stack = _user_stack()  # every user line on the stack at the eval() call
+        self.parts = {id(m) for m in module.modules()}
+        self.refrozen = refrozen
+        self.evaluated = False  # a no-grad forward of it since
 
 
 def _user_stack() -> list[tuple[str, int]]:
@@ -236,24 +285,35 @@ def _in_loop_with(stack: list[tuple[str, int]], site: Site | None) -> bool:
 
 
 class SamplerEpochProbe:
-    """``sampler-epoch-not-set``: a shuffling ``DistributedSampler`` starting a second
-    pass with the same epoch number: it yields the same order as the last pass."""
+    """``sampler-epoch-not-set``: a shuffling ``DistributedSampler`` starting another pass
+    with the epoch number of a pass already done: it yields that pass's order again.
+
+    A pass counts once half of it has been read (``next(iter(loader))`` to peek at a
+    batch is not an epoch). Samplers are told apart by their dataset, seed and rank, so
+    a sampler made anew each epoch (always at epoch 0) is seen too.
+    """
 
     def __init__(self) -> None:
-        self.epochs: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self.done: dict[tuple, int] = {}  # sampler key -> epoch of the last pass read
+        self.reading: dict[int, tuple[tuple, int, int]] = {}  # id(iterator) -> key, epoch, half
 
     def on_batch(self, doc: Any, event: BatchEvent) -> None:
+        reading = self.reading.get(id(event.loader)) if self.reading else None
+        if reading is not None and event.index >= reading[2]:
+            del self.reading[id(event.loader)]
+            self.done[reading[0]] = reading[1]
         if event.index != 1:
             return
         from torch.utils.data.distributed import DistributedSampler
 
         sampler = getattr(event.loader, "_index_sampler", None)
+        batches = len(sampler) if hasattr(sampler, "__len__") else 2
         sampler = getattr(sampler, "sampler", sampler)
         if not isinstance(sampler, DistributedSampler) or not sampler.shuffle:
             return
-        last = self.epochs.get(sampler)
-        self.epochs[sampler] = sampler.epoch
-        if last is None or last != sampler.epoch or event.site is None:
+        key = (id(sampler.dataset), sampler.seed, sampler.rank, sampler.num_replicas)
+        self.reading[id(event.loader)] = (key, sampler.epoch, max(2, batches // 2))
+        if self.done.get(key) != sampler.epoch or event.site is None:
             return
         doc.add(
             Finding(

@@ -57,11 +57,12 @@ class GradWiringProbe:
 
     For each optimizer one parameter with a non-zero gradient is watched over its first
     steps: a hook sums the gradients arriving into it between two steps. At the next
-    step, a gradient equal to *the previous step's gradient plus the new ones* was never
-    cleared (deliberate accumulation clears at each step; a GAN's generator backward
-    that passes through the discriminator is cleared before the discriminator steps); a
-    step with no gradient arrived, or with the gradient cleared to nothing, has no fresh
-    gradients. ``step(closure)`` (LBFGS) computes its gradients inside the step and is
+    step, a gradient proportional to *the previous step's gradient plus the new ones*
+    (proportional: clipping rescales it) was never cleared (deliberate accumulation
+    clears at each step; a GAN's generator backward that passes through the
+    discriminator is cleared before the discriminator steps); a
+    step where no parameter has a gradient (none arrived, or it was cleared to nothing)
+    has no fresh gradients. ``step(closure)`` (LBFGS) computes its gradients inside the step and is
     left alone, as are steps under a GradScaler (it rescales the gradients in place).
     """
 
@@ -94,20 +95,24 @@ class GradWiringProbe:
             self._stop(st, doc)  # the closure makes its own gradients; the scaler rescales
             return
         watch: _Watch | None = st["watch"]
-        params = [p for g in event.optimizer.param_groups for p in g["params"]]
-        if watch is None:
-            fresh = any(p.grad is not None and bool(p.grad.any()) for p in params)
-        else:
+        fresh = False
+        if watch is not None:
             grad = watch.param.grad
             now = _slice(grad) if grad is not None else None
-            fresh = watch.flowed > 0 and now is not None and bool(now.any())
-            if fresh and _close(now, watch.after_step + watch.incoming):
-                if not _close(now, watch.incoming):
+            if watch.flowed > 0 and now is not None and bool(now.any()):
+                fresh = True
+                carried = _carried(now, watch.after_step, watch.incoming)
+                if carried:
                     st["missing"] += 1
                     if st["missing"] >= self.STREAK:
                         self._missing(doc, event, st)
-            elif fresh:
-                st["missing"] = 0
+                elif carried is False:
+                    st["missing"] = 0
+        if not fresh:
+            # The watched parameter got nothing this time; another may have (tasks whose
+            # heads take turns): fresh unless no gradient is there at all.
+            params = [p for g in event.optimizer.param_groups for p in g["params"]]
+            fresh = any(p.grad is not None and bool(p.grad.any()) for p in params)
         if fresh:
             st["stale"] = 0
         else:
@@ -191,8 +196,32 @@ class GradWiringProbe:
         )
 
 
-def _close(a: torch.Tensor, b: torch.Tensor) -> bool:
-    return bool(torch.allclose(a, b, rtol=1e-4, atol=1e-7))
+def _carried(now: torch.Tensor, before: torch.Tensor, incoming: torch.Tensor) -> bool | None:
+    """Whether the gradient ``now`` still holds the previous step's (``before``) besides
+    the gradients that arrived since: True when it is proportional to their sum (the
+    scale allows for clipping, which rescales in place), False when it is proportional to
+    the new gradients alone, None when it cannot be told.
+
+    Example:
+        >>> a, b = torch.tensor([1.0, 0.0]), torch.tensor([0.0, 1.0])
+        >>> _carried(0.5 * (a + b), a, b), _carried(b, a, b), _carried(a, a, b)
+        (True, False, None)
+    """
+    if _parallel(now, incoming):
+        return False
+    if _parallel(now, before + incoming):
+        return True
+    return None
+
+
+def _parallel(a: torch.Tensor, b: torch.Tensor, tol: float = 1e-4) -> bool:
+    """``a`` is a positive multiple of ``b``, to ``tol`` relative."""
+    a, b = a.double(), b.double()
+    norm = b.dot(b)
+    if norm == 0:
+        return False
+    k = a.dot(b) / norm
+    return bool(k > 0 and (a - k * b).norm() <= tol * a.norm())
 
 
 # ---- parameters and optimizers --------------------------------------------------------------
