@@ -24,7 +24,8 @@ from trainwell.doctor.frame import (
     StepEvent,
     here,
 )
-from trainwell.doctor.source import attribute_site, graph_cut_site, uses_attribute
+from trainwell.doctor.probes import _walk
+from trainwell.doctor.source import attribute_site, graph_cut_site, user_class, uses_attribute
 
 SLICE = 256  # gradient elements compared: enough to tell, cheap to copy
 
@@ -234,15 +235,18 @@ class ParamCoverageProbe:
     """``param-not-in-optimizer``, ``param-without-grad`` and ``unregistered-module``.
 
     The models are the modules whose forward ran with grad enabled; the optimizers are
-    those created or stepped. After the third step, a trainable parameter with a
-    gradient that no optimizer holds is reported; over the first ``WATCH`` steps, a
-    parameter an optimizer holds that never had a gradient; a module or Parameter kept
-    in a plain list, tuple or dict attribute, when it has trainable weights no optimizer
-    holds.
+    those created or stepped. After the third step: a trainable parameter with a
+    gradient that no optimizer holds (a model's, or a bare tensor the loss reaches, such
+    as learned loss weights), and a module or Parameter with trainable weights kept in a
+    plain list, tuple or dict attribute. At the end of the run: a parameter an optimizer
+    holds that never had a gradient at a step (looked at every step for the first
+    ``WATCH`` steps, then every ``EVERY``: a part unfrozen late is seen).
     """
 
     CHECK_AT = 3
     WATCH = 100
+    EVERY = 10
+    LEAF_WALK = 20_000  # graph nodes walked to find the loss's leaf tensors
 
     def __init__(self) -> None:
         self.models: weakref.WeakSet[nn.Module] = weakref.WeakSet()
@@ -254,6 +258,9 @@ class ParamCoverageProbe:
         # optimizers that had some gradient at a step (one that never did has a wiring
         # bug of its own, step-before-backward, not one parameter without gradient)
         self.fed: set[int] = set()
+        # the first losses' leaf tensors: id -> [tensor, backwards it was in]
+        self.leaves: dict[int, list[Any]] = {}
+        self.hidden: set[int] = set()  # weights of modules kept in plain containers
         self.steps = 0
         self.checked = False
         self.judged = False
@@ -279,20 +286,35 @@ class ParamCoverageProbe:
                 for p in g["params"]:
                     if p.requires_grad:
                         self.never[id(p)] = (weakref.ref(p), id(optimizer))
-        for key, (ref, _) in list(self.never.items()):
+        if self.steps <= self.WATCH or self.steps % self.EVERY == 0:
+            self._update_never()
+        if self.steps == self.CHECK_AT:
+            self._check_coverage(doc, event)
+
+    def _update_never(self) -> None:
+        for key, (ref, opt) in list(self.never.items()):
             p = ref()
             if p is None or p.grad is not None:
                 del self.never[key]
-                self.fed.add(id(optimizer))
-        if self.steps == self.CHECK_AT:
-            self._check_coverage(doc, event)
-        if self.steps >= self.WATCH:
-            self._judge_unused(doc)
+                self.fed.add(opt)
+
+    def on_backward(self, doc: Any, event: BackwardEvent) -> None:
+        # The loss's leaves, for the first steps: trainable tensors outside any model.
+        if self.steps < self.CHECK_AT and event.tensor.grad_fn is not None:
+            for node in _walk(event.tensor.grad_fn, self.LEAF_WALK):
+                leaf = getattr(node, "variable", None)
+                if isinstance(leaf, torch.Tensor):
+                    # Held, so that its id means the same tensor at the next backward.
+                    seen = self.leaves.setdefault(id(leaf), [leaf, 0])
+                    seen[1] += 1
+        elif self.steps >= self.CHECK_AT:
+            doc.unsubscribe(self, "on_backward")
 
     def on_end(self, doc: Any) -> None:
         if self.steps and not self.checked:
             self._check_coverage(doc, None)
         if self.steps >= self.CHECK_AT:
+            self._update_never()
             self._judge_unused(doc)
 
     def _optimized(self) -> set[int]:
@@ -318,6 +340,19 @@ class ParamCoverageProbe:
             if missing and site is not None:
                 doc.add(_not_in_optimizer(site, model, missing))
             self._unregistered(doc, model, optimized)
+        # Trainable tensors the loss reaches that belong to no model (learned loss
+        # weights, a temperature) and to no optimizer.
+        # A tensor in the graphs of several steps persists like a weight; one made anew
+        # each step (the interpolates of a gradient penalty) is an input.
+        in_models = {id(p) for model in self.models for p in model.parameters()}
+        in_models |= self.hidden
+        loose = [t for key, (t, backwards) in self.leaves.items()
+                 if backwards > 1 and t.requires_grad and key not in optimized
+                 and key not in in_models]  # fmt: skip
+        self.leaves = {}
+        if loose and site is not None:
+            names = [f"tensor{tuple(t.shape)}" for t in loose]
+            doc.add(_not_in_optimizer(site, None, names))
 
     def _unregistered(self, doc: Any, model: nn.Module, optimized: set[int]) -> None:
         for module in model.modules():
@@ -327,10 +362,13 @@ class ParamCoverageProbe:
                 held = _held_modules(value)
                 if not held:
                     continue
-                trainable = [p for m in held for p in _params(m)
-                             if p.requires_grad and id(p) not in optimized]  # fmt: skip
+                trainable = [p for m in held for p in _params(m) if p.requires_grad]
+                self.hidden.update(id(p) for p in trainable)  # reported here, not as loose
                 if not trainable:
                     continue  # frozen parts hidden on purpose (a teacher kept in a list)
+                # Even when their weights were handed to the optimizer by hand, they are
+                # missing from state_dict() and deaf to train()/eval().
+                outside = [p for p in trainable if id(p) not in optimized]
                 site = attribute_site(type(module), attr)
                 if site is None:
                     continue
@@ -348,9 +386,10 @@ class ParamCoverageProbe:
                         message=f"`self.{attr}` of {type(module).__name__} is a plain {kind} "
                         f"of {', '.join(classes)}: invisible to parameters(), .to(), "
                         "state_dict() and train()/eval()",
-                        why=f"its {len(trainable)} weight tensor(s) are in no optimizer, so "
-                        "they never train, are not saved in checkpoints and stay on the "
-                        "CPU when the model moves",
+                        why=(f"{len(outside)} of its weight tensors are in no optimizer, so "
+                             "they never train; " if outside else "")
+                        + "checkpoints do not save them and they stay on their device when "
+                        "the model moves",
                         fix=f"wrap it: self.{attr} = {fix}(...)",
                         evidence={
                             "attribute": attr,
@@ -413,14 +452,15 @@ class ParamCoverageProbe:
         )
 
 
-def _not_in_optimizer(site: Site, model: nn.Module, missing: list[str]) -> Finding:
+def _not_in_optimizer(site: Site, model: nn.Module | None, missing: list[str]) -> Finding:
+    owner = f" of {type(model).__name__}" if model is not None else " outside any model"
     return Finding(
         code="param-not-in-optimizer",
         severity="error",
         file=site.file,
         line=site.line,
-        message=f"{len(missing)} trainable parameter(s) of {type(model).__name__} get "
-        f"gradients but are in no optimizer: {', '.join(missing[:6])}"
+        message=f"{len(missing)} trainable parameter(s){owner} get gradients but are in no "
+        f"optimizer: {', '.join(missing[:6])}"
         + (" ..." if len(missing) > 6 else ""),
         why="they never change: the gradients are computed (time and memory) and thrown "
         "away; often a layer added after the optimizer was built",
@@ -455,9 +495,9 @@ def _parent(model: nn.Module, name: str) -> tuple[nn.Module | None, str]:
         return None, ""
     path, _, attr = name.rpartition(".")
     parent = model.get_submodule(path) if path else model
-    # nn.Sequential / ModuleList children are named by index: their user-side attribute
-    # is the container's own name in its parent.
-    if attr.isdigit() and path:
+    # Children of library modules (nn.Sequential's numbered items, MultiheadAttention's
+    # out_proj) are reached through the library module's own name in the user's class.
+    if path and (attr.isdigit() or user_class(type(parent)) is None):
         return _parent(model, path)
     return parent, attr
 
