@@ -152,7 +152,7 @@ def test_overfit_check_without_a_dataloader_says_it_has_no_verdict(tmp_path, cap
     assert "overfit check: no verdict" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+@pytest.mark.parametrize("precision", ["fp32", "bf16", "fp16"])
 def test_the_engine_is_silent_with_every_probe_on(cli, tmp_path, precision):
     from tests.conftest import SYNTHETIC
 
@@ -186,3 +186,20 @@ def test_a_bad_label_in_a_batch_the_sampled_check_skips_is_explained_at_the_cras
     findings = json.loads(out.read_text())["findings"]
     assert [(f["code"], f["line"]) for f in findings] == [("label-out-of-range", 10)]
     assert "Target 3 is out of bounds" in findings[0]["message"]
+
+
+def test_the_nan_replay_does_not_change_what_the_script_prints(capsys):
+    """A model drawing from Python's RNG (layerdrop): the replay puts every RNG back."""
+    import runpy
+    import sys
+
+    script = Path(__file__).parent / "doctor_corpus" / "nan_layerdrop_log_variance.py"
+    saved = sys.argv
+    sys.argv = [str(script)]
+    try:
+        runpy.run_path(str(script), run_name="__main__")
+    finally:
+        sys.argv = saved
+    plain = capsys.readouterr().out
+    assert main(["doctor", str(script)]) == 0
+    assert capsys.readouterr().out == plain and plain

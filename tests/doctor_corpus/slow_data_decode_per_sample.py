@@ -17,7 +17,7 @@ class SpectrogramFiles(Dataset):
 
     def __getitem__(self, i):
         g = torch.Generator().manual_seed(i)
-        time.sleep(0.002)  # open, decode, resample...
+        time.sleep(0.003)  # open, decode, resample...
         label = i % 3
         spec = torch.randn(32, generator=g) + label
         spec = spec * (0.9 + 0.2 * torch.rand(1, generator=g))  # random gain augmentation
@@ -25,7 +25,7 @@ class SpectrogramFiles(Dataset):
 
 
 torch.manual_seed(0)
-loader = DataLoader(SpectrogramFiles(672), batch_size=16, shuffle=True, num_workers=0)
+loader = DataLoader(SpectrogramFiles(576), batch_size=16, shuffle=True, num_workers=0)
 model = nn.Sequential(nn.Linear(32, 16), nn.ReLU(), nn.Linear(16, 3))
 optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
 for step, (spec, label) in enumerate(loader):  # expect: data-bottleneck

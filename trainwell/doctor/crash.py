@@ -130,8 +130,9 @@ def _device_mismatch(frame: types.FrameType, text: str) -> Finding:
         severity="error",
         file=frame.f_code.co_filename,
         line=frame.f_lineno,
+        # One device in sight: the other tensor is a temporary; PyTorch's words name it.
         message="tensors on different devices meet here: "
-        + (summary or " ".join(text.split())[:160]),
+        + (summary if len(by_device) > 1 else f"{summary}; {' '.join(text.split())[:160]}"),
         why="every operation needs its inputs (and a layer's weights) on one device; "
         "PyTorch never moves them for you",
         fix="pick the device once (device = torch.device('cuda' if "

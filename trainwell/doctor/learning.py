@@ -6,6 +6,7 @@ come, on a GPU in batches (one host sync per ``RESOLVE`` steps).
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -54,9 +55,11 @@ def not_decreasing(losses: list[float], min_steps: int = 100) -> bool:
     finite = [v for v in losses if v == v and abs(v) != float("inf")]
     if len(finite) < min_steps:
         return False
+    if min(finite) < 0:
+        return False  # a surrogate objective (policy gradient), not a loss to minimize
     k = max(10, len(finite) // 10)
     first, last = sum(finite[:k]) / k, sum(finite[-k:]) / k
-    if abs(first) < 1e-3:
+    if first < 1e-3:
         return False  # already at zero: nothing left to decrease
     return last >= first * 0.98
 
@@ -75,6 +78,22 @@ class LossNotDecreasingProbe:
         self.sites: dict[Any, Site] = {}
         self.backwards = 0
         self.judged = False
+        self.optimizers: set[int] = set()
+        self.chance: float | None = None  # ln C of the first classification loss seen
+
+    def on_step(self, doc: Any, event: Any) -> None:
+        self.optimizers.add(id(event.optimizer))
+        if len(self.optimizers) > 1:
+            # Several optimizers (a GAN through one update() helper): their losses are
+            # not meant to fall together.
+            self.judged = True
+            doc.unsubscribe(self, "on_backward", "on_step", "on_loss")
+
+    def on_loss(self, doc: Any, event: Any) -> None:
+        x = event.input
+        if event.name == "cross_entropy" and isinstance(x, torch.Tensor) and x.dim() >= 2:
+            self.chance = math.log(max(2, x.shape[1]))
+        doc.unsubscribe(self, "on_loss")
 
     def on_backward(self, doc: Any, event: BackwardEvent) -> None:
         if event.tensor.numel() != 1 or not event.tensor.requires_grad:
@@ -100,14 +119,16 @@ class LossNotDecreasingProbe:
             return
         self.judged = True
         doc.unsubscribe(self, "on_backward")
-        if len(self.curves) != 1 or doc.steps < self.MIN_STEPS:
+        if len(self.curves) != 1:
             return
         ((key, curve),) = self.curves.items()
-        losses = curve.resolve()
+        losses = curve.resolve()  # counted in backwards: manual SGD has no optimizer steps
         if not not_decreasing(losses, self.MIN_STEPS):
             return
-        site = self.sites[key]
         k = max(10, len(losses) // 10)
+        if self.chance is not None and sum(losses[:k]) / k < 0.75 * self.chance:
+            return  # it started well below chance: a pretrained model fine-tuned
+        site = self.sites[key]
         first, last = sum(losses[:k]) / k, sum(losses[-k:]) / k
         doc.add(
             Finding(

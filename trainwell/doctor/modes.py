@@ -307,7 +307,10 @@ class SamplerEpochProbe:
         from torch.utils.data.distributed import DistributedSampler
 
         sampler = getattr(event.loader, "_index_sampler", None)
-        batches = len(sampler) if hasattr(sampler, "__len__") else 2
+        try:
+            batches = len(sampler)
+        except TypeError:  # an IterableDataset's sampler has no length
+            return
         sampler = getattr(sampler, "sampler", sampler)
         if not isinstance(sampler, DistributedSampler) or not sampler.shuffle:
             return
@@ -337,7 +340,8 @@ class SamplerEpochProbe:
 
 _PASS_THROUGH = ("ToCopyBackward", "ViewBackward", "ReshapeAliasBackward", "SqueezeBackward",
                  "UnsqueezeBackward", "CloneBackward", "PermuteBackward", "TBackward",
-                 "TransposeBackward", "AliasBackward", "UnsafeViewBackward")  # fmt: skip
+                 "TransposeBackward", "AliasBackward", "UnsafeViewBackward",
+                 "ClampBackward", "ClampMinBackward", "ClampMaxBackward")  # fmt: skip
 
 
 def _producer(t: torch.Tensor) -> str:
@@ -412,6 +416,8 @@ class LossInputsProbe:
         if target.is_floating_point() or not target.numel():
             return True  # class probabilities (soft targets)
         classes = input.shape[1] if input.dim() >= 2 else input.shape[0]
+        if input.dim() >= 3 and tuple(target.shape) != (input.shape[0], *input.shape[2:]):
+            return True  # a shape bug ((N, T, C) logits not transposed): PyTorch names it
         target = target.detach()
         lo, hi = torch.aminmax(target)
         if lo >= 0 and hi < classes:
@@ -479,7 +485,7 @@ class LossInputsProbe:
                 file=site.file,
                 line=site.line,
                 message=f"{event.name} is given {what}, but it applies "
-                f"{'log-softmax' if 'cross' in event.name else 'the sigmoid'} itself",
+                f"{'the sigmoid' if 'binary' in event.name else 'log-softmax'} itself",
                 why="squashing twice flattens the gradients: the loss can barely move and "
                 "the model learns slowly or stalls",
                 fix=fix,
@@ -493,14 +499,27 @@ class LossInputsProbe:
         kwargs = event.kwargs
         if kwargs.get("weight") is not None or kwargs.get("label_smoothing", 0.0):
             return
+        if input.device != target.device:
+            return  # the loss call itself will fail: device-mismatch explains it
+        if input.dim() >= 3 and tuple(target.shape) != (input.shape[0], *input.shape[2:]):
+            return  # a shape bug: the loss call will name it
         if event.name == "cross_entropy" and input.dim() >= 2 and input.shape[1] > 1:
             classes = input.shape[1]
             if target.is_floating_point():
                 return
+            ignore = kwargs.get("ignore_index", -100)
             with doc.muted():
-                value = torch.nn.functional.cross_entropy(
-                    input.float(), target, ignore_index=kwargs.get("ignore_index", -100)
+                value = torch.nn.functional.cross_entropy(input.float(), target,
+                                                          ignore_index=ignore)  # fmt: skip
+                # With the targets of other samples: a margin loss (ArcFace, CosFace)
+                # lowers the true class's logit by design; then only the true classes'
+                # loss is high, not every class's.
+                others = torch.nn.functional.cross_entropy(
+                    input.float(), target.roll(1, 0), ignore_index=ignore
                 )
+            if target.numel() > 1 and float(others) <= max(3 * math.log(classes),
+                                                           math.log(classes) + 2):  # fmt: skip
+                return
         elif event.name == "binary_cross_entropy_with_logits" and target.is_floating_point():
             classes = 2
             with doc.muted():
@@ -554,7 +573,8 @@ class DataBottleneckProbe:
     MIN_WAIT_S = 0.005
 
     def __init__(self) -> None:
-        self.loaders: dict[int, list[float]] = {}  # id(dataset) -> [wait, total, n, last]
+        # id(dataset) -> [wait, total, batches counted, last arrival, batches seen]
+        self.loaders: dict[int, list[float]] = {}
         self.reported: set[int] = set()
 
     def on_batch(self, doc: Any, event: BatchEvent) -> None:
@@ -562,9 +582,12 @@ class DataBottleneckProbe:
         key = id(event.loader._dataset)
         if key in self.reported:
             return
-        st = self.loaders.setdefault(key, [0.0, 0.0, 0, 0.0])
+        st = self.loaders.setdefault(key, [0.0, 0.0, 0, 0.0, 0])
         last, st[3] = st[3], now
-        if event.index <= self.SKIP:
+        st[4] += 1
+        # The first batches of the data set warm up; a new iterator later (a new epoch,
+        # or next(iter(loader)) every step) is part of the cost.
+        if st[4] <= self.SKIP or event.index == 1 and st[4] <= 2 * self.SKIP:
             return
         st[0] += event.wait_s
         st[1] += now - last

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import math
+import random
 import sys
 import weakref
 from collections import deque
@@ -32,10 +33,13 @@ from trainwell.doctor.frame import (
     StepEvent,
     user_frame,
 )
+from trainwell.doctor.probes import _walk
 from trainwell.doctor.source import parse, qualified_names
 
 
-def _float_tensors(value: Any, out: list[torch.Tensor] | None = None) -> list[torch.Tensor]:
+def _float_tensors(
+    value: Any, out: list[torch.Tensor] | None = None, depth: int = 0
+) -> list[torch.Tensor]:
     """The floating-point tensors in ``value`` (nested tuples, lists and dicts)."""
     out = [] if out is None else out
     if isinstance(value, torch.Tensor):
@@ -43,15 +47,28 @@ def _float_tensors(value: Any, out: list[torch.Tensor] | None = None) -> list[to
             out.append(value)
     elif isinstance(value, (list, tuple)):
         for v in value:
-            _float_tensors(v, out)
+            _float_tensors(v, out, depth)
     elif isinstance(value, dict):
         for v in value.values():
-            _float_tensors(v, out)
+            _float_tensors(v, out, depth)
+    elif depth < 2 and hasattr(value, "__dict__") and not isinstance(value, (type, nn.Module)):
+        for v in vars(value).values():  # a batch object of the user's (a dataclass)
+            _float_tensors(v, out, depth + 1)
     return out
 
 
 def _finite(tensors: list[torch.Tensor]) -> bool:
     return all(bool(torch.isfinite(t).all()) for t in tensors if t.numel())
+
+
+def _nonfinite_scalar(value: Any) -> bool:
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    if isinstance(value, (list, tuple)):
+        return any(_nonfinite_scalar(v) for v in value)
+    if isinstance(value, dict):
+        return any(_nonfinite_scalar(v) for v in value.values())
+    return False
 
 
 class _Origin(TorchFunctionMode):
@@ -65,10 +82,16 @@ class _Origin(TorchFunctionMode):
         self.found: dict[str, Any] | None = None
 
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None):
-        out = func(*args, **(kwargs or {}))
-        if self.found is None:
+        kwargs = kwargs or {}
+        # The inputs are judged before the call: an in-place op overwrites them. An op
+        # given an infinite number on purpose (masked_fill(mask, -inf), a causal mask
+        # made with torch.full) is not where a NaN begins.
+        clean = self.found is None and _finite(_float_tensors((args, kwargs)))
+        clean = clean and not _nonfinite_scalar((args, kwargs))
+        out = func(*args, **kwargs)
+        if clean:
             produced = _float_tensors(out)
-            if produced and not _finite(produced) and _finite(_float_tensors((args, kwargs))):
+            if produced and not _finite(produced):
                 site = Site.of(user_frame(start=sys._getframe(1)))
                 self.found = {
                     "op": getattr(func, "__name__", str(func)),
@@ -90,7 +113,8 @@ class NonFiniteProbe:
     def __init__(self) -> None:
         self.done = False
         self.batch: BatchEvent | None = None
-        self.forward: tuple[nn.Module, tuple, dict, Site | None, Any] | None = None
+        # this step's grad-enabled forwards: (model, args, kwargs, site, autocast)
+        self.forwards: list[tuple[nn.Module, tuple, dict, Site | None, Any]] = []
         self.backward_site: Site | None = None
         self.losses: deque[float] = deque(maxlen=50)  # recent finite losses (CPU only)
         self.bad_loss_step = -1
@@ -111,9 +135,15 @@ class NonFiniteProbe:
         if device is None:
             return  # no floating-point weights: a loss module, not a model
         autocast = None
-        if torch.is_autocast_enabled(device.type):
-            autocast = (device.type, torch.get_autocast_dtype(device.type))
-        self.forward = (event.module, event.args, event.kwargs, event.site, autocast)
+        try:
+            if torch.is_autocast_enabled(device.type):
+                autocast = (device.type, torch.get_autocast_dtype(device.type))
+        except RuntimeError:  # a device type autocast does not know (meta)
+            pass
+        # A step may chain models (a backbone, then a head): the NaN may come from any.
+        if len(self.forwards) >= 4:
+            self.forwards.pop(0)
+        self.forwards.append((event.module, event.args, event.kwargs, event.site, autocast))
 
     def on_backward(self, doc: Any, event: BackwardEvent) -> None:
         if self.done:
@@ -142,6 +172,9 @@ class NonFiniteProbe:
         # GradScaler checks and skips non-finite gradients itself: not a finding.
         self.in_scaler = True
 
+    def on_step(self, doc: Any, event: StepEvent) -> None:
+        self.forwards = []
+
     def on_pre_step(self, doc: Any, event: StepEvent) -> None:
         in_scaler, self.in_scaler = self.in_scaler, False
         if self.done or in_scaler or self.bad_loss_step == doc.steps:
@@ -162,7 +195,7 @@ class NonFiniteProbe:
         """The first cause is found: what follows is its consequence."""
         self.done = True
         doc.unsubscribe(self, "on_batch", "on_forward", "on_backward", "on_scaler_step",
-                        "on_pre_step")  # fmt: skip
+                        "on_pre_step", "on_step")  # fmt: skip
 
     # ---- explaining a non-finite loss ---------------------------------------------------------
 
@@ -177,34 +210,42 @@ class NonFiniteProbe:
             what = f"batch {batch.index} of this pass over the DataLoader holds NaN/Inf"
             doc.add(_input_finding(where, what, {"batch_index": batch.index}))
             return
-        if self.forward is None:
-            doc.add(_loss_finding(site, site, "the loss is NaN/Inf", {}, self._trend()))
-            return
-        model, args, kwargs, fwd_site, autocast = self.forward
-        if not _finite(_float_tensors((args, kwargs))):
-            doc.add(_input_finding(fwd_site or site, "the model's input holds NaN/Inf", {}))
-            return
-        # 2. The weights were already bad: an earlier update was not finite.
-        names = qualified_names(model)
-        bad_params = [n for n, p in model.named_parameters() if not _finite([p.detach()])]
-        if bad_params:
-            self._report_grad(doc, bad_params, "the weights themselves are NaN/Inf: an "
-                              "earlier optimizer step applied non-finite values")  # fmt: skip
-            return
-        # 3. Replay the forward and find the first operation that went non-finite.
-        origin = _replay(doc, model, args, kwargs, autocast, names)
         trend = self._trend()
-        evidence = {"step": doc.steps + 1, "loss": str(loss.flatten()[0].item())}
-        if origin is not None and origin["site"] is not None:
-            module = origin["module"] or type(model).__name__
-            what = (f"`{origin['op']}` in {module} turned finite inputs into NaN/Inf "
-                    "(the model's first non-finite value)")  # fmt: skip
-            evidence.update(module=module, op=origin["op"], inputs_finite=True)
-            doc.add(_loss_finding(origin["site"], site, what, evidence, trend, fwd_site))
-            return
-        # 4. The model's output is finite: the loss computation made it.
+        evidence: dict[str, Any] = {"step": doc.steps + 1, "loss": str(loss.flatten()[0].item())}
+        fwd_site = self.forwards[-1][3] if self.forwards else None
+        for model, args, kwargs, at, autocast in self.forwards:
+            inputs = _float_tensors((args, kwargs))
+            # Inputs made by an earlier model of this step are that model's business.
+            if not _finite([t for t in inputs if t.grad_fn is None]):
+                doc.add(_input_finding(at or site, "the model's input holds NaN/Inf", {}))
+                return
+            # 2. The weights were already bad: an earlier update was not finite.
+            bad_params = [n for n, p in model.named_parameters() if not _finite([p.detach()])]
+            if bad_params:
+                self._report_grad(doc, bad_params, "the weights themselves are NaN/Inf: an "
+                                  "earlier optimizer step applied non-finite values")  # fmt: skip
+                return
+            # 3. Replay the forward and find the first operation that went non-finite.
+            origin, finite_output = _replay(doc, model, args, kwargs, autocast,
+                                            qualified_names(model))  # fmt: skip
+            if origin is not None and origin["site"] is not None:
+                module = origin["module"] or type(model).__name__
+                what = (f"`{origin['op']}` in {module} turned finite inputs into NaN/Inf "
+                        "(the model's first non-finite value)")  # fmt: skip
+                evidence.update(module=module, op=origin["op"], inputs_finite=True)
+                doc.add(_loss_finding(origin["site"], site, what, evidence, trend, at))
+                return
+            if not finite_output:
+                what = "the model's output is NaN/Inf (the operation could not be told)"
+                doc.add(_loss_finding(at or site, site, what, evidence, trend, at))
+                return
+        # 4. The models' outputs are finite: the loss, or what it compares them with.
         line = _loss_assignment(site) or site
-        evidence.update(model_output_finite=True, inputs_finite=True)
+        if _nan_data_in_graph(event.tensor):
+            what = "a tensor the loss uses besides the model's output (the targets?) holds NaN"
+            doc.add(_input_finding(line, what, {}))
+            return
+        evidence.update(model_output_finite=True)
         what = "the model's output is finite; the loss computation turned it into NaN/Inf"
         doc.add(_loss_finding(line, site, what, evidence, trend, fwd_site))
 
@@ -216,9 +257,7 @@ class NonFiniteProbe:
         return ""
 
     def _param_names(self) -> dict[int, str]:
-        if self.forward is None:
-            return {}
-        return {id(p): n for n, p in self.forward[0].named_parameters()}
+        return {id(p): n for f in self.forwards for n, p in f[0].named_parameters()}
 
     def _report_grad(self, doc: Any, params: list[str], what: str) -> None:
         site = self.backward_site
@@ -286,8 +325,9 @@ def _input_finding(site: Site, what: str, evidence: dict) -> Finding:
 
 def _replay(
     doc: Any, model: nn.Module, args: tuple, kwargs: dict, autocast: Any, names: dict[int, str]
-) -> dict[str, Any] | None:
-    """Run the forward again on the same inputs and find the first non-finite operation.
+) -> tuple[dict[str, Any] | None, bool]:
+    """Run the forward again on the same inputs and find the first non-finite operation;
+    also whether the output came out finite.
 
     Nothing of the run changes: no graph is built, the RNG state and the buffers
     (BatchNorm statistics) are put back, and the doctor hears no events meanwhile.
@@ -300,6 +340,8 @@ def _replay(
              and m.track_running_stats]  # fmt: skip
     buffers = [(b, b._version, b.detach().clone()) for b in model.buffers()]
     rng = torch.get_rng_state()
+    py_rng = random.getstate()  # a model may draw from Python's or NumPy's RNG (layerdrop)
+    np_rng = _numpy_rng()
     cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
     mode = _Origin(names)
 
@@ -319,9 +361,10 @@ def _replay(
         with doc.muted(), torch.no_grad():
             cast = torch.autocast(autocast[0], dtype=autocast[1]) if autocast else None
             with mode, cast if cast is not None else _nothing():
-                model(*args, **kwargs)
+                output = model(*args, **kwargs)
+        finite_output = _finite(_float_tensors(output))
     except Exception:
-        return None  # a replay that fails explains nothing; never disturb the run
+        return None, True  # a replay that fails explains nothing; never disturb the run
     finally:
         for h in hooks:
             h.remove()
@@ -333,9 +376,39 @@ def _replay(
             if b._version != version:
                 b.copy_(saved)
         torch.set_rng_state(rng)
+        random.setstate(py_rng)
+        if np_rng is not None:
+            import numpy
+
+            numpy.random.set_state(np_rng)
         if cuda_rng is not None:
             torch.cuda.set_rng_state_all(cuda_rng)
-    return mode.found
+    return mode.found, finite_output
+
+
+def _numpy_rng() -> Any:
+    numpy = sys.modules.get("numpy")
+    return numpy.random.get_state() if numpy is not None else None
+
+
+def _nan_data_in_graph(loss: torch.Tensor, limit: int = 2000) -> bool:
+    """Whether the loss's graph saved a data tensor (no history, e.g. the targets)
+    holding NaN."""
+    if loss.grad_fn is None:
+        return False
+    for node in _walk(loss.grad_fn, limit):
+        for name in dir(node):
+            if not name.startswith("_saved_"):
+                continue
+            try:
+                value = getattr(node, name)
+            except RuntimeError:  # freed, or not a tensor
+                continue
+            if (isinstance(value, torch.Tensor) and value.grad_fn is None
+                    and not value.requires_grad and value.is_floating_point()
+                    and bool(torch.isnan(value).any())):  # fmt: skip
+                return True
+    return False
 
 
 class _nothing:
@@ -394,15 +467,20 @@ _RISKY = {"log", "log2", "log10", "sqrt", "rsqrt", "pow", "exp", "div", "acos", 
 def _risky_line(fn: ast.FunctionDef) -> int:
     """The first line of ``fn`` with an operation that makes NaN/Inf at the edge of its
     domain (log, sqrt, a division, ...), else its last ``return``."""
-    risky = [
+    calls = [
         n.lineno
         for n in ast.walk(fn)
-        if (isinstance(n, ast.Call) and getattr(n.func, "attr", getattr(n.func, "id", ""))
-            in _RISKY)
-        or (isinstance(n, ast.BinOp) and isinstance(n.op, (ast.Div, ast.Pow)))
-    ]  # fmt: skip
-    if risky:
-        return min(risky)
+        if isinstance(n, ast.Call)
+        and getattr(n.func, "attr", getattr(n.func, "id", "")) in _RISKY
+    ]
+    divisions = [
+        n.lineno
+        for n in ast.walk(fn)
+        if isinstance(n, ast.BinOp) and isinstance(n.op, (ast.Div, ast.Pow))
+    ]
+    # exp/log/sqrt are where NaN usually starts; a division by a constant rarely is.
+    if calls or divisions:
+        return min(calls or divisions)
     returns = [n.lineno for n in ast.walk(fn) if isinstance(n, ast.Return)]
     return max(returns) if returns else fn.lineno
 
