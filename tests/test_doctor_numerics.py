@@ -174,7 +174,7 @@ def test_a_bad_label_in_a_batch_the_sampled_check_skips_is_explained_at_the_cras
         "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
         "for i in range(100):\n"
         "    y = torch.randint(0, 3, (8,))\n"
-        "    if i == 90:  # after the first 64 calls, and not one in 8\n"
+        "    if i == 90:  # after the first 64 calls the probe has looked at\n"
         "        y[0] = 3\n"
         "    opt.zero_grad()\n"
         "    loss = F.cross_entropy(model(torch.randn(8, 4)), y)\n"

@@ -24,6 +24,7 @@ import sys
 import sysconfig
 import time
 import types
+import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -47,6 +48,10 @@ def is_user_file(filename: str) -> bool:
         return False
     path = os.path.abspath(filename)
     return not path.startswith(_LIBRARY_DIRS)
+
+
+def _is_model(module: nn.Module) -> bool:
+    return any(True for _ in module.parameters())
 
 
 def _site(skip: int) -> Site | None:
@@ -81,6 +86,18 @@ class _LazySite:
         if self._frame is None:
             return None if self._site is None else (self._site.file, self._site.line)
         return (self._frame.f_code, self._frame.f_lineno)
+
+    def pin(self) -> Any:
+        """The site as it is now, resolved only when called: the line is read now (a
+        frame's line moves on), the file lookup and the walk out of library code wait,
+        unless the direct caller is library code."""
+        frame = self._frame
+        if frame is not None and self._site is None:
+            code, line = frame.f_code, frame.f_lineno
+            if is_user_file(code.co_filename):
+                return lambda: Site(code.co_filename, line)
+        site = self.site
+        return lambda: site
 
     @property
     def site(self) -> Site | None:
@@ -132,6 +149,19 @@ class BackwardEvent(_LazySite):
     def __init__(self, tensor: torch.Tensor, retain_graph: bool, frame: Any) -> None:
         super().__init__(frame)
         self.tensor, self.retain_graph = tensor, retain_graph
+        self._value: Any = _UNREAD
+
+    @property
+    def value(self) -> float | None:
+        """The loss as a float when it is one number on the CPU (read once, for every
+        probe that asks); ``None`` otherwise: reading a GPU value makes the host wait."""
+        if self._value is _UNREAD:
+            t = self.tensor
+            self._value = t.item() if t.numel() == 1 and t.device.type == "cpu" else None
+        return self._value
+
+
+_UNREAD = object()
 
 
 @dataclass
@@ -278,6 +308,8 @@ class Doctor:
         self._keys: set[tuple[str, str, int]] = set()
         self._depth = 0  # nesting of module calls: 0 outside any model
         self._mode_depth = 0  # nesting of Module.train calls
+        # module -> whether it has parameters: forwards of the others are not events
+        self._models: weakref.WeakKeyDictionary[nn.Module, bool] = weakref.WeakKeyDictionary()
         self._creating = 0  # inside a scheduler's constructor
         self._muted = False  # a probe is replaying a forward: no events meanwhile
         # (iterator, batch) -> the batch the script gets: the overfit check's hook
@@ -515,6 +547,11 @@ class Doctor:
     # ---- events -------------------------------------------------------------------------------
 
     def _on_forward(self, module: nn.Module, args: tuple, kwargs: dict, output: Any) -> None:
+        models = self._models
+        if not models.get(module, True) or (module not in models and not _is_model(module)):
+            models[module] = False
+            return  # a loss module: no weights, nothing for the probes to watch
+        models[module] = True
         event = ForwardEvent(
             module, args, kwargs, output, torch.is_grad_enabled(), sys._getframe(2)
         )

@@ -83,6 +83,8 @@ class LossNotDecreasingProbe:
 
     def on_step(self, doc: Any, event: Any) -> None:
         self.optimizers.add(id(event.optimizer))
+        if doc.steps >= 100 and len(self.optimizers) == 1:
+            doc.unsubscribe(self, "on_step")  # one optimizer: it stays one
         if len(self.optimizers) > 1:
             # Several optimizers (a GAN through one update() helper): their losses are
             # not meant to fall together.
@@ -106,7 +108,11 @@ class LossNotDecreasingProbe:
                 return
             curve = self.curves[key] = LossCurve()
             self.sites[key] = site
-        curve.add(event.tensor)
+        value = event.value  # read once for every probe
+        if value is not None:
+            curve.values.append(value)
+        else:
+            curve.add(event.tensor)
         self.backwards += 1
         if self.backwards >= self.JUDGE_AT:
             self._judge(doc)
@@ -154,10 +160,8 @@ class OverfitCheck:
     """``trainwell doctor --overfit``: the first batch of the training DataLoader is fed
     again in place of every later batch from that loader; the loss of the training
     backward should then fall to near zero. Not a probe that reports a finding: it gives
-    a verdict (:meth:`verdict`)."""
-
-    PASS_RATIO = 0.05
-    PASS_ABS = 0.05
+    a verdict (:meth:`verdict`), with the same rule and words as the engine's
+    ``doctor.overfit_batch`` (:class:`trainwell.engine.overfit.OverfitResult`)."""
 
     def __init__(self) -> None:
         self.dataset: Any = None
@@ -176,28 +180,13 @@ class OverfitCheck:
             self.curve.add(event.tensor)
 
     def verdict(self) -> dict[str, Any]:
+        from trainwell.engine.overfit import OverfitResult
+
         losses = self.curve.resolve()
         if self.dataset is None or len(losses) < 2:
             return {"passed": None, "steps": len(losses),
                     "message": "overfit check: no verdict: it needs the script to draw its "
                     "training batches from a torch DataLoader and call backward() at least "
                     "twice"}  # fmt: skip
-        first, final = losses[0], min(losses[-5:])
-        passed = final < self.PASS_ABS or final < self.PASS_RATIO * first
-        if passed:
-            what = (
-                "PASSED: the model, loss and optimizer can learn; if full training does "
-                "not, look at the data (labels, shuffling, augmentation, normalization)"
-            )
-        else:
-            what = ("FAILED: the model cannot fit even one batch: check the loss wiring "
-                    "(logits vs probabilities, label format), the learning rate, frozen "
-                    "parameters and the output layer")  # fmt: skip
-        return {
-            "passed": passed,
-            "initial_loss": first,
-            "final_loss": final,
-            "steps": len(losses),
-            "message": f"overfit check: {what} (loss {first:.4g} -> {final:.4g} in "
-            f"{len(losses)} steps on one batch)",
-        }
+        result = OverfitResult(initial_loss=losses[0], final_loss=losses[-1], steps=len(losses))
+        return {**result.to_dict(), "message": result.verdict()}

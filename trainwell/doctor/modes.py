@@ -62,7 +62,8 @@ class TrainModeInEvalProbe:
 
     def __init__(self) -> None:
         self.cache: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-        self.run: dict[int, tuple[int, Site | None]] = {}  # id(model) -> (count, first site)
+        # id(model) -> (optimizer steps so far, no-grad forwards since, first one's site)
+        self.run: dict[int, tuple[int, int, Site | None]] = {}
         self.optimizers: weakref.WeakSet[Any] = weakref.WeakSet()
         self.reported = False
 
@@ -89,9 +90,11 @@ class TrainModeInEvalProbe:
             return  # cumulative statistics: precise BN, recomputed on purpose
         if not event.caller_is_user() or not self._trained(model):
             return
-        count, site = self.run.get(id(event.module), (0, None))
+        step, count, site = self.run.get(id(model), (doc.steps, 0, None))
+        if step != doc.steps:  # an optimizer step came between: not one evaluation
+            count, site = 0, None
         count, site = count + 1, site or event.site
-        self.run[id(event.module)] = (count, site)
+        self.run[id(model)] = (doc.steps, count, site)
         if count >= 2 and site is not None:
             self.reported = True
             training = [type(m).__name__ for m in modules if m.training]
@@ -113,9 +116,6 @@ class TrainModeInEvalProbe:
                 )
             )
 
-    def on_step(self, doc: Any, event: StepEvent) -> None:
-        self.optimizers.add(event.optimizer)
-        self.run.clear()
 
 
 # ---- eval-mode-in-train -----------------------------------------------------------------------
@@ -165,6 +165,8 @@ class EvalModeInTrainProbe:
 
     def on_forward(self, doc: Any, event: ForwardEvent) -> None:
         self.forward_since_train = True
+        if event.grad_enabled and not self.left:
+            return  # the common case: training, no mode switched lately
         if not event.grad_enabled:
             # An evaluation: of the module put in eval or of one of its parts
             # (validation through model.encoder(...) or a generate() method).
@@ -362,25 +364,28 @@ class LossInputsProbe:
     """``label-out-of-range``, ``softmax-before-loss`` and ``loss-at-init`` at the
     classification losses.
 
-    Labels are checked on every call when they are on the CPU (a min and a max); on a
-    GPU the first ``DEVICE_CHECKS`` calls (reading them makes the host wait), which
-    catches the bug before CUDA's device-side assert. Probabilities are recognized by the
-    operation that made them (softmax, sigmoid), which costs nothing.
+    The first ``ALWAYS`` calls are looked at (a min and a max of the labels: on a GPU
+    reading them makes the host wait, so only then), which catches the bug before CUDA's
+    device-side assert; later, a bad label in one batch raises PyTorch's IndexError on
+    the CPU, which the crash report explains. Probabilities are recognized by the
+    operation that made them (softmax, sigmoid).
     """
 
-    DEVICE_CHECKS = 50
-    ALWAYS = 64  # CPU labels checked on every call at first,
-    EVERY = 8  # then one call in this many (PyTorch's own IndexError catches the rest,
-    # and the crash report explains it)
+    ALWAYS = 64  # calls looked at
 
     def __init__(self) -> None:
-        self.device_calls = 0
         self.calls = 0
         self.first_done = False
 
     def on_loss(self, doc: Any, event: LossEvent) -> None:
         input, target = event.input, event.target
         if not isinstance(input, torch.Tensor) or not isinstance(target, torch.Tensor):
+            return
+        self.calls += 1
+        if self.calls > self.ALWAYS:
+            # The wiring is the same every step; a bad label in a later batch raises
+            # PyTorch's IndexError on the CPU, which the crash report explains.
+            doc.unsubscribe(self, "on_loss")
             return
         self._softmax(doc, event)
         # The first loss is worth computing only with labels in range (else it raises).
@@ -393,13 +398,6 @@ class LossInputsProbe:
         """False when the targets are out of range (and reported); True when they are
         fine or not looked at this time."""
         target = event.target
-        self.calls += 1
-        if target.device.type != "cpu":
-            self.device_calls += 1
-            if self.device_calls > self.DEVICE_CHECKS:
-                return True
-        elif self.calls > self.ALWAYS and self.calls % self.EVERY:
-            return True
         if event.name in ("cross_entropy", "nll_loss"):
             return self._class_labels(doc, event)
         if target.is_floating_point() and target.numel():

@@ -106,16 +106,16 @@ class NonFiniteProbe:
     loss, batch or gradients hold NaN/Inf, traced to where it began. Only the first
     cause is reported: everything after it is its consequence."""
 
-    GRAD_ALWAYS = 16  # gradients checked every step at first,
-    GRAD_EVERY = 16  # then every this many steps (a later one is caught by the loss check)
+    GRAD_ALWAYS = 16  # gradients checked at each of the first steps
     DEVICE_EVERY = 16  # a GPU loss flag is read this often
 
     def __init__(self) -> None:
         self.done = False
         self.batch: BatchEvent | None = None
         # this step's grad-enabled forwards: (model, args, kwargs, site, autocast)
-        self.forwards: list[tuple[nn.Module, tuple, dict, Site | None, Any]] = []
-        self.backward_site: Site | None = None
+        self.forwards: list[tuple[nn.Module, tuple, dict, Any, Any]] = []
+        self.forwards_step = 0  # the optimizer step those forwards belong to
+        self.backward_site: Any = None  # event.pin() of the last backward
         self.losses: deque[float] = deque(maxlen=50)  # recent finite losses (CPU only)
         self.bad_loss_step = -1
         self.flag: torch.Tensor | None = None  # GPU: any non-finite loss since last read
@@ -141,45 +141,49 @@ class NonFiniteProbe:
         except RuntimeError:  # a device type autocast does not know (meta)
             pass
         # A step may chain models (a backbone, then a head): the NaN may come from any.
-        if len(self.forwards) >= 4:
+        if self.forwards_step != doc.steps:
+            self.forwards, self.forwards_step = [], doc.steps  # a new step
+        elif len(self.forwards) >= 4:
             self.forwards.pop(0)
-        self.forwards.append((event.module, event.args, event.kwargs, event.site, autocast))
+        self.forwards.append((event.module, event.args, event.kwargs, event.pin(), autocast))
 
     def on_backward(self, doc: Any, event: BackwardEvent) -> None:
         if self.done:
             return
-        loss = event.tensor.detach()
-        self.backward_site = event.site
         self.backwards += 1
+        if self.backwards <= self.GRAD_ALWAYS + 1:
+            self.backward_site = event.pin()  # for the gradient checks of the first steps
+        loss = event.tensor
         if loss.device.type != "cpu":
             # No host sync per step: the flag accumulates on the device.
-            bad = ~torch.isfinite(loss).all()
+            bad = ~torch.isfinite(loss.detach()).all()
             self.flag = bad if self.flag is None else self.flag | bad
             if self.backwards % self.DEVICE_EVERY or not bool(self.flag):
                 return
         elif loss.numel() == 1:
-            value = float(loss)  # a scalar on the CPU: cheaper than torch.isfinite
-            if math.isfinite(value):
+            value = event.value  # a scalar on the CPU: cheaper than torch.isfinite
+            if value is not None and math.isfinite(value):
                 self.losses.append(value)
                 return
-        elif bool(torch.isfinite(loss).all()):
+        elif bool(torch.isfinite(loss.detach()).all()):
             return
         self.bad_loss_step = doc.steps
+        self.backward_site = event.pin()
         self._done(doc)
-        self._explain_loss(doc, event, loss)
+        self._explain_loss(doc, event, loss.detach())
 
     def on_scaler_step(self, doc: Any, event: ScalerEvent) -> None:
         # GradScaler checks and skips non-finite gradients itself: not a finding.
         self.in_scaler = True
 
-    def on_step(self, doc: Any, event: StepEvent) -> None:
-        self.forwards = []
-
     def on_pre_step(self, doc: Any, event: StepEvent) -> None:
         in_scaler, self.in_scaler = self.in_scaler, False
-        if self.done or in_scaler or self.bad_loss_step == doc.steps:
+        if event.step > self.GRAD_ALWAYS:
+            # Later, a non-finite gradient shows as NaN weights, then a NaN loss: the loss
+            # check reports it then (as nonfinite-grad), so the steps stop paying here.
+            doc.unsubscribe(self, "on_pre_step", "on_scaler_step")
             return
-        if event.step > self.GRAD_ALWAYS and event.step % self.GRAD_EVERY:
+        if self.done or in_scaler or self.bad_loss_step == doc.steps:
             return
         grads = [p.grad for g in event.optimizer.param_groups for p in g["params"]
                  if p.grad is not None and not p.grad.is_sparse]  # fmt: skip
@@ -195,7 +199,7 @@ class NonFiniteProbe:
         """The first cause is found: what follows is its consequence."""
         self.done = True
         doc.unsubscribe(self, "on_batch", "on_forward", "on_backward", "on_scaler_step",
-                        "on_pre_step", "on_step")  # fmt: skip
+                        "on_pre_step")  # fmt: skip
 
     # ---- explaining a non-finite loss ---------------------------------------------------------
 
@@ -212,8 +216,9 @@ class NonFiniteProbe:
             return
         trend = self._trend()
         evidence: dict[str, Any] = {"step": doc.steps + 1, "loss": str(loss.flatten()[0].item())}
-        fwd_site = self.forwards[-1][3] if self.forwards else None
-        for model, args, kwargs, at, autocast in self.forwards:
+        fwd_site = self.forwards[-1][3]() if self.forwards else None
+        for model, args, kwargs, pinned, autocast in self.forwards:
+            at = pinned()
             inputs = _float_tensors((args, kwargs))
             # Inputs made by an earlier model of this step are that model's business.
             if not _finite([t for t in inputs if t.grad_fn is None]):
@@ -260,7 +265,7 @@ class NonFiniteProbe:
         return {id(p): n for f in self.forwards for n, p in f[0].named_parameters()}
 
     def _report_grad(self, doc: Any, params: list[str], what: str) -> None:
-        site = self.backward_site
+        site = self.backward_site() if self.backward_site is not None else None
         if site is None:
             return
         doc.add(

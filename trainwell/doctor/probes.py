@@ -725,6 +725,7 @@ class AllocatorProbe:
             return
         value = self.sample()
         if value is None:
+            doc.unsubscribe(self, "on_step")  # no CUDA: nothing to sample, ever
             return
         self.samples.append(value)
         named = any(f.code in ("graph-retained", "tensor-accumulation") for f in doc.findings)

@@ -72,7 +72,7 @@ class GradWiringProbe:
 
     def __init__(self) -> None:
         self.state: dict[int, dict[str, Any]] = {}
-        self.backward_site: Site | None = None
+        self.backward_site: Any = None  # event.pin() of the last backward
         self.scaled: set[int] = set()
 
     def _state(self, optimizer: Any) -> dict[str, Any]:
@@ -83,7 +83,7 @@ class GradWiringProbe:
         return st
 
     def on_backward(self, doc: Any, event: BackwardEvent) -> None:
-        self.backward_site = event.site
+        self.backward_site = event.pin()
 
     def on_scaler_step(self, doc: Any, event: ScalerEvent) -> None:
         self.scaled.add(id(event.optimizer))
@@ -178,7 +178,7 @@ class GradWiringProbe:
         site = event.site
         if site is None:
             return
-        back = self.backward_site
+        back = self.backward_site() if self.backward_site is not None else None
         related = [{"file": back.file, "line": back.line, "what": "backward"}] if back else []
         doc.add(
             Finding(
@@ -329,6 +329,8 @@ class ParamCoverageProbe:
 
     def _check_coverage(self, doc: Any, event: StepEvent | None) -> None:
         self.checked = True
+        # The models of the first steps are the ones judged at the end.
+        doc.unsubscribe(self, "on_forward", "on_optimizer_created")
         optimized = self._optimized()
         site = self._optimizer_site(event)
         for model in list(self.models):
@@ -510,6 +512,8 @@ class SchedulerProbe:
     trained through at least two epochs, or stepped before its optimizer's first step
     (unless a GradScaler skipped that step: then PyTorch's warning is a false alarm)."""
 
+    COUNT = 100  # optimizer steps counted
+
     def __init__(self) -> None:
         self.schedulers: dict[int, tuple[str, int, Site | None]] = {}
         self.stepped: set[int] = set()
@@ -526,6 +530,8 @@ class SchedulerProbe:
     def on_step(self, doc: Any, event: StepEvent) -> None:
         key = id(event.optimizer)
         self.optimizer_steps[key] = self.optimizer_steps.get(key, 0) + 1
+        if doc.steps >= self.COUNT:
+            doc.unsubscribe(self, "on_step")  # which optimizers train is known by now
 
     def on_scaler_step(self, doc: Any, event: ScalerEvent) -> None:
         self.scaled.add(id(event.optimizer))
@@ -573,8 +579,7 @@ class SchedulerProbe:
                     file=site.file,
                     line=site.line,
                     message=f"{name} is created but never stepped: the learning rate stays at "
-                    f"its initial value for all {self.optimizer_steps[optimizer]} optimizer "
-                    "steps",
+                    f"its initial value for all {doc.steps} optimizer steps",
                     why="no warmup, no decay: the schedule you configured is not applied",
                     fix="call scheduler.step() after optimizer.step() (per batch for "
                     "OneCycleLR / warmup schedules, per epoch for StepLR-style ones)",
