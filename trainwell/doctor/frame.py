@@ -17,6 +17,7 @@ once per (code, file, line). Everything installed is removed on exit.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import functools
 import os
@@ -57,6 +58,29 @@ def _is_model(module: nn.Module) -> bool:
 def _site(skip: int) -> Site | None:
     """The user's line that called the function ``skip`` frames up."""
     return Site.of(user_frame(start=sys._getframe(skip + 1)))
+
+
+def _made_at(skip: int) -> Site | None:
+    """Where an object was made, for the user: the line that calls a factory of theirs
+    (``optimizer = make_optimizer(model)``) rather than the factory's ``return``."""
+    frame = user_frame(start=sys._getframe(skip + 1))
+    while frame is not None and frame.f_back is not None and _is_return(frame):
+        outer = user_frame(start=frame.f_back)
+        if outer is None:
+            break
+        frame = outer
+    return Site.of(frame)
+
+
+def _is_return(frame: types.FrameType) -> bool:
+    from trainwell.doctor.source import parse
+
+    tree = parse(frame.f_code.co_filename)
+    if tree is None:
+        return False
+    line = frame.f_lineno
+    return any(isinstance(n, ast.Return) and n.lineno <= line <= (n.end_lineno or n.lineno)
+               for n in ast.walk(tree))  # fmt: skip
 
 
 def here() -> Site | None:
@@ -260,7 +284,7 @@ def _scheduler_init(doctor: Doctor, init: Any) -> Any:
         finally:
             doctor._creating -= 1
         if not doctor._creating:
-            doctor._dispatch("on_scheduler_created", CreatedEvent(scheduler, _site(1)))
+            doctor._dispatch("on_scheduler_created", CreatedEvent(scheduler, _made_at(1)))
 
     return scheduler_created
 
@@ -377,7 +401,7 @@ class Doctor:
 
         def optimizer_created(optimizer, *args, **kwargs):
             optimizer_init(optimizer, *args, **kwargs)
-            doctor._dispatch("on_optimizer_created", CreatedEvent(optimizer, _site(1)))
+            doctor._dispatch("on_optimizer_created", CreatedEvent(optimizer, _made_at(1)))
 
         from torch.utils.data import dataloader
 

@@ -469,6 +469,22 @@ _RISKY = {"log", "log2", "log10", "sqrt", "rsqrt", "pow", "exp", "div", "acos", 
           "reciprocal", "log1p"}  # fmt: skip
 
 
+def _guarded(call: ast.Call) -> bool:
+    """A call whose argument is kept in range: log(p.clamp(min=1e-7)), sqrt(x + eps)."""
+    for node in ast.walk(ast.Tuple(elts=list(call.args), ctx=ast.Load())):
+        if isinstance(node, ast.Call) and getattr(
+            node.func, "attr", getattr(node.func, "id", "")
+        ) in ("clamp", "clamp_min", "clip", "maximum", "max", "abs", "softplus"):
+            return True
+        if isinstance(node, ast.Name) and "eps" in node.id.lower():
+            return True
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add) and (
+            isinstance(node.right, ast.Constant) or isinstance(node.left, ast.Constant)
+        ):
+            return True
+    return False
+
+
 def _risky_line(fn: ast.FunctionDef) -> int:
     """The first line of ``fn`` with an operation that makes NaN/Inf at the edge of its
     domain (log, sqrt, a division, ...), else its last ``return``."""
@@ -477,6 +493,7 @@ def _risky_line(fn: ast.FunctionDef) -> int:
         for n in ast.walk(fn)
         if isinstance(n, ast.Call)
         and getattr(n.func, "attr", getattr(n.func, "id", "")) in _RISKY
+        and not _guarded(n)
     ]
     divisions = [
         n.lineno

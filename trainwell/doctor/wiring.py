@@ -260,6 +260,7 @@ class ParamCoverageProbe:
         self.fed: set[int] = set()
         # the first losses' leaf tensors: id -> [tensor, backwards it was in]
         self.leaves: dict[int, list[Any]] = {}
+        self.held: set[int] = set()  # ids of every parameter an optimizer was given
         self.hidden: set[int] = set()  # weights of modules kept in plain containers
         self.steps = 0
         self.checked = False
@@ -268,6 +269,11 @@ class ParamCoverageProbe:
     def on_optimizer_created(self, doc: Any, event: CreatedEvent) -> None:
         self.optimizers.add(event.obj)
         self.created[id(event.obj)] = event.site
+        self._hold(event.obj)
+
+    def _hold(self, optimizer: Any) -> None:
+        # The ids of what it optimizes, kept: the optimizer may be gone when the run ends.
+        self.held.update(id(p) for g in optimizer.param_groups for p in g["params"])
 
     def on_forward(self, doc: Any, event: ForwardEvent) -> None:
         module = event.module
@@ -282,6 +288,7 @@ class ParamCoverageProbe:
             return
         if id(optimizer) not in self.known:
             self.known.add(id(optimizer))
+            self._hold(optimizer)
             for g in optimizer.param_groups:
                 for p in g["params"]:
                     if p.requires_grad:
@@ -311,18 +318,20 @@ class ParamCoverageProbe:
             doc.unsubscribe(self, "on_backward")
 
     def on_end(self, doc: Any) -> None:
-        if self.steps and not self.checked:
+        if self.steps and not self.checked and not doc.crashed:
             self._check_coverage(doc, None)
         if self.steps >= self.CHECK_AT:
             self._update_never()
             self._judge_unused(doc)
 
     def _optimized(self) -> set[int]:
-        return {id(p) for opt in self.optimizers for g in opt.param_groups for p in g["params"]}
+        live = {id(p) for opt in self.optimizers for g in opt.param_groups for p in g["params"]}
+        return live | self.held
 
     def _optimizer_site(self, event: StepEvent | None) -> Site | None:
-        for opt in self.optimizers:
-            site = self.created.get(id(opt))
+        # From the record, not the objects: at the end of a run the optimizer may be gone
+        # (a main() that returned).
+        for site in self.created.values():
             if site is not None:
                 return site
         return event.site if event is not None else None
@@ -352,7 +361,9 @@ class ParamCoverageProbe:
                  if backwards > 1 and t.requires_grad and key not in optimized
                  and key not in in_models]  # fmt: skip
         self.leaves = {}
-        if loose and site is not None:
+        # Only at a step: at the end of a short or crashed run the models and optimizers
+        # may be gone already, and every weight would look loose.
+        if loose and site is not None and event is not None:
             names = [f"tensor{tuple(t.shape)}" for t in loose]
             doc.add(_not_in_optimizer(site, None, names))
 
@@ -430,6 +441,11 @@ class ParamCoverageProbe:
                 site = graph_cut_site(type(parent))
                 if site is not None:
                     how = "the forward cuts the graph (detach / .data / no_grad) before it"
+                else:
+                    # Named in the forward, yet no gradient: a branch that never runs.
+                    site = attribute_site(type(parent), attr)
+                    how = (f"`self.{attr}` is only used in a branch of "
+                           f"{type(parent).__name__}.forward that never ran")  # fmt: skip
         if site is None:
             site = self._optimizer_site(None)
             how = how or "no gradient reaches it"
@@ -512,8 +528,6 @@ class SchedulerProbe:
     trained through at least two epochs, or stepped before its optimizer's first step
     (unless a GradScaler skipped that step: then PyTorch's warning is a false alarm)."""
 
-    COUNT = 100  # optimizer steps counted
-
     def __init__(self) -> None:
         self.schedulers: dict[int, tuple[str, int, Site | None]] = {}
         self.stepped: set[int] = set()
@@ -530,8 +544,6 @@ class SchedulerProbe:
     def on_step(self, doc: Any, event: StepEvent) -> None:
         key = id(event.optimizer)
         self.optimizer_steps[key] = self.optimizer_steps.get(key, 0) + 1
-        if doc.steps >= self.COUNT:
-            doc.unsubscribe(self, "on_step")  # which optimizers train is known by now
 
     def on_scaler_step(self, doc: Any, event: ScalerEvent) -> None:
         self.scaled.add(id(event.optimizer))
