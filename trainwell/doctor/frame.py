@@ -339,6 +339,7 @@ class Doctor:
         # (iterator, batch) -> the batch the script gets: the overfit check's hook
         self.swap_batch: Any = None
         self._handles: list[Any] = []
+        self._pre_hook: Any = None
         self._patches: list[tuple[Any, str, Any]] = []
 
     # ---- reporting ------------------------------------------------------------------------
@@ -364,10 +365,8 @@ class Doctor:
     def install(self) -> None:
         from torch.optim import optimizer as optimizer_mod
 
-        self._handles = [
-            optimizer_mod.register_optimizer_step_pre_hook(self._pre_step),
-            optimizer_mod.register_optimizer_step_post_hook(self._post_step),
-        ]
+        self._pre_hook = optimizer_mod.register_optimizer_step_pre_hook(self._pre_step)
+        self._handles = [optimizer_mod.register_optimizer_step_post_hook(self._post_step)]
         doctor = self
         call = nn.Module.__call__
 
@@ -502,6 +501,9 @@ class Doctor:
         setattr(owner, name, replacement)
 
     def uninstall(self) -> None:
+        if self._pre_hook is not None:
+            self._pre_hook.remove()
+            self._pre_hook = None
         for handle in self._handles:
             handle.remove()
         self._handles = []
@@ -571,11 +573,11 @@ class Doctor:
     # ---- events -------------------------------------------------------------------------------
 
     def _on_forward(self, module: nn.Module, args: tuple, kwargs: dict, output: Any) -> None:
-        models = self._models
-        if not models.get(module, True) or (module not in models and not _is_model(module)):
-            models[module] = False
+        known = self._models.get(module)
+        if known is None:
+            known = self._models[module] = _is_model(module)
+        if not known:
             return  # a loss module: no weights, nothing for the probes to watch
-        models[module] = True
         event = ForwardEvent(
             module, args, kwargs, output, torch.is_grad_enabled(), sys._getframe(2)
         )
@@ -594,6 +596,11 @@ class Doctor:
 
     def _post_step(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
         self.steps += 1
+        if self._pre_hook is not None and not self._handlers["on_pre_step"]:
+            # No probe asks any more: torch need not call it. Removed here, not from
+            # inside the pre-hook loop, whose dict must not change while it runs.
+            self._pre_hook.remove()
+            self._pre_hook = None
         event = StepEvent(optimizer, self.steps, sys._getframe(1))
         self._dispatch("on_step", event)
         del event  # holds the user's frame: let it go before the script continues
