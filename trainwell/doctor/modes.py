@@ -395,8 +395,7 @@ class LossInputsProbe:
             self._first_loss(doc, event)
 
     def _labels_ok(self, doc: Any, event: LossEvent) -> bool:
-        """False when the targets are out of range (and reported); True when they are
-        fine or not looked at this time."""
+        """False when the targets are out of range (and reported), else True."""
         target = event.target
         if event.name in ("cross_entropy", "nll_loss"):
             return self._class_labels(doc, event)
