@@ -65,17 +65,22 @@ class TrainModeInEvalProbe:
         # id(model) -> (optimizer steps so far, no-grad forwards since, first one's site)
         self.run: dict[int, tuple[int, int, Site | None]] = {}
         self.optimizers: weakref.WeakSet[Any] = weakref.WeakSet()
+        self.trained: weakref.WeakKeyDictionary[nn.Module, bool] = weakref.WeakKeyDictionary()
         self.reported = False
 
     def on_optimizer_created(self, doc: Any, event: CreatedEvent) -> None:
         self.optimizers.add(event.obj)
 
     def _trained(self, model: nn.Module) -> bool:
-        """Whether an optimizer holds the model's weights (True when none is known)."""
+        """Whether an optimizer holds the model's weights (True when none is known);
+        cached per model once an optimizer is known (an evaluation calls it per batch)."""
         if not len(self.optimizers):
             return True
-        held = {id(p) for opt in self.optimizers for g in opt.param_groups for p in g["params"]}
-        return any(id(p) in held for p in model.parameters())
+        known = self.trained.get(model)
+        if known is None:
+            held = {id(p) for o in self.optimizers for g in o.param_groups for p in g["params"]}
+            known = self.trained[model] = any(id(p) in held for p in model.parameters())
+        return known
 
     def on_forward(self, doc: Any, event: ForwardEvent) -> None:
         if event.grad_enabled or self.reported:
@@ -187,6 +192,8 @@ class EvalModeInTrainProbe:
                 self._check(doc, model, site)
 
     def _check(self, doc: Any, model: nn.Module, train_site: Site | None) -> None:
+        if all(m.training for m in _mode_modules(model, self.cache)):
+            return  # the common case (model.train() called every step): nothing in eval
         for name, module in model.named_modules():
             if module.training or not any(True for _ in module.children()):
                 continue
