@@ -542,7 +542,7 @@ class AmpOverflowProbe:
     def __init__(self) -> None:
         self.sites: dict[int, Site | None] = {}
         self.pending: list[tuple[Any, torch.Tensor, torch.Tensor]] = []
-        self.history: dict[int, list[tuple[float, float]]] = {}
+        self.records: dict[int, ScalerRecord] = {}
         self.reported: set[int] = set()
 
     def on_scaler_step(self, doc: Any, event: ScalerEvent) -> None:
@@ -562,27 +562,32 @@ class AmpOverflowProbe:
 
     def _resolve(self, doc: Any) -> None:
         pending, self.pending = self.pending, []
-        for scaler, before, after in pending:
-            history = self.history.setdefault(id(scaler), [])
-            history.append((float(before), float(after)))
-            if id(scaler) not in self.reported and overflowing(history, self):
+        if not pending:
+            return
+        scales = [t.reshape(-1)[0].float() for _, before, after in pending for t in (before, after)]
+        try:
+            values = torch.stack(scales).cpu().tolist()  # one transfer for the batch
+        except RuntimeError:  # scalers on different devices
+            values = [float(v) for v in scales]
+        for i, (scaler, _, _) in enumerate(pending):
+            record = self.records.setdefault(id(scaler), ScalerRecord())
+            record.add(values[2 * i], values[2 * i + 1])
+            if id(scaler) not in self.reported and record.overflowing():
                 self.reported.add(id(scaler))
-                self._report(doc, scaler, history)
+                self._report(doc, scaler, record)
 
-    def _report(self, doc: Any, scaler: Any, history: list[tuple[float, float]]) -> None:
+    def _report(self, doc: Any, scaler: Any, record: ScalerRecord) -> None:
         site = self.sites.get(id(scaler))
         if site is None:
             return
-        skipped = sum(after < before for before, after in history)
-        scale = history[-1][1]
         doc.add(
             Finding(
                 code="amp-overflow",
                 severity="error",
                 file=site.file,
                 line=site.line,
-                message=f"GradScaler skipped {skipped} of {len(history)} optimizer steps "
-                f"(inf/NaN gradients) and its scale is down to {scale:.3g}",
+                message=f"GradScaler skipped {record.skipped} of {record.updates} optimizer "
+                f"steps (inf/NaN gradients) and its scale is down to {record.scale:.3g}",
                 why="a skipped step does not train: the model learns only on the steps that "
                 "fit in fp16, and a collapsing scale means gradients overflow even unscaled",
                 fix="lower the learning rate; clip gradients after scaler.unscale_(optimizer); "
@@ -590,16 +595,52 @@ class AmpOverflowProbe:
                 "it; keep the overflowing layer (softmax, norms, the loss) in fp32 with "
                 "torch.autocast(..., enabled=False)",
                 evidence={
-                    "skipped": skipped,
-                    "updates": len(history),
-                    "scale": scale,
-                    "min_scale": min(a for _, a in history),
-                },  # fmt: skip
+                    "skipped": record.skipped,
+                    "updates": record.updates,
+                    "scale": record.scale,
+                    "min_scale": record.min_scale,
+                },
             )
         )
 
 
-def overflowing(history: list[tuple[float, float]], rules: Any = AmpOverflowProbe) -> bool:
+class ScalerRecord:
+    """What the verdict needs of a GradScaler's updates, summed as they come: the
+    history itself would grow with the run, and judging it anew each step would cost
+    more with every step."""
+
+    def __init__(self) -> None:
+        self.updates = 0
+        self.skipped = 0  # updates that backed the scale off (inf/NaN gradients)
+        self.settled = 0  # updates after the first SETTLE
+        self.settled_skipped = 0
+        self.scale = math.nan  # after the last update
+        self.min_scale = math.inf
+
+    def add(self, before: float, after: float) -> None:
+        skipped = after < before
+        self.updates += 1
+        self.skipped += skipped
+        if self.updates > AmpOverflowProbe.SETTLE:
+            self.settled += 1
+            self.settled_skipped += skipped
+        self.scale = after
+        self.min_scale = min(self.min_scale, after)
+
+    def overflowing(self) -> bool:
+        """The scale below the floor (or NaN), or a share of the settled updates
+        skipped, over at least WINDOW of them."""
+        rules = AmpOverflowProbe
+        if not self.updates:
+            return False
+        if self.scale < rules.FLOOR or math.isnan(self.scale):
+            return True
+        if self.settled < rules.WINDOW:
+            return False
+        return self.settled_skipped / self.settled >= rules.SHARE
+
+
+def overflowing(history: list[tuple[float, float]]) -> bool:
     """Whether a GradScaler's (scale before, scale after) updates show a problem.
 
     Example:
@@ -608,13 +649,7 @@ def overflowing(history: list[tuple[float, float]], rules: Any = AmpOverflowProb
         >>> overflowing([(2.0 ** -k, 2.0 ** -(k + 1)) for k in range(30)])
         True
     """
-    if not history:
-        return False
-    after = history[-1][1]
-    if after < rules.FLOOR or math.isnan(after):
-        return True
-    settled = history[rules.SETTLE :]
-    if len(settled) < rules.WINDOW:
-        return False
-    skipped = sum(a < b for b, a in settled)
-    return skipped / len(settled) >= rules.SHARE
+    record = ScalerRecord()
+    for before, after in history:
+        record.add(before, after)
+    return record.overflowing()
