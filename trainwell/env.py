@@ -307,14 +307,19 @@ def _torch_info() -> dict[str, Any]:
     }
 
 
-def _cpu_info() -> dict[str, Any]:
-    usable = None
+def usable_cores() -> int | None:
+    """The cores this process may run on (``None`` where the system cannot tell)."""
     # sched_getaffinity is Linux-only; elsewhere the usable count is unknown.
     if hasattr(os, "sched_getaffinity"):
         try:
-            usable = len(os.sched_getaffinity(0))
+            return len(os.sched_getaffinity(0))
         except OSError:
-            usable = None
+            return None
+    return None
+
+
+def _cpu_info() -> dict[str, Any]:
+    usable = usable_cores()
     try:
         capability = torch.backends.cpu.get_cpu_capability()
     except Exception:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import math
+import os
 import time
 import weakref
 from typing import Any
@@ -25,6 +26,7 @@ from trainwell.doctor.frame import (
     is_user_file,
 )
 from trainwell.doctor.source import parse
+from trainwell.env import usable_cores
 
 _DROPOUT = nn.modules.dropout._DropoutNd
 _NORM = nn.modules.batchnorm._BatchNorm
@@ -613,7 +615,7 @@ def _bottleneck(event: BatchEvent, share: float, mean_wait: float) -> Finding:
         "persistent_workers": getattr(it, "_persistent_workers", False),
         "batch_size": getattr(getattr(it, "_index_sampler", None), "batch_size", None),
     }
-    cores = len(_cores())
+    cores = usable_cores() or os.cpu_count() or 1
     changes = []
     if workers == 0:
         changes.append(f"num_workers={min(8, max(2, cores))} (this machine has {cores} cores)")
@@ -641,15 +643,6 @@ def _bottleneck(event: BatchEvent, share: float, mean_wait: float) -> Finding:
             **settings,
         },  # fmt: skip
     )
-
-
-def _cores() -> set[int]:
-    import os
-
-    try:
-        return os.sched_getaffinity(0)
-    except AttributeError:  # not Linux
-        return set(range(os.cpu_count() or 1))
 
 
 __all__ = [

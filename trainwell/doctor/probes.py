@@ -116,14 +116,6 @@ class EvalBuildsGraphProbe:
         # key -> [weak refs to its sentinels, site, what]; one entry per forward
         self.pending: dict[int, list[Any]] = {}
         self.forwards = 0
-        self.models: weakref.WeakKeyDictionary[nn.Module, bool] = weakref.WeakKeyDictionary()
-
-    def _is_model(self, module: nn.Module) -> bool:
-        """A module with parameters (a loss module is not a model); cached per module."""
-        known = self.models.get(module)
-        if known is None:
-            known = self.models[module] = _has_parameters(module)
-        return known
 
     def on_forward(self, doc: Any, event: ForwardEvent) -> None:
         if not event.grad_enabled or len(self.pending) >= self.MAX_PENDING:
@@ -139,7 +131,7 @@ class EvalBuildsGraphProbe:
         # Every output with a graph: a model may return several (an RNN's output and
         # state) and the loss may use only one of them.
         nodes = {id(t.grad_fn): t.grad_fn for t in _tensors(event.output) if t.grad_fn}
-        if not nodes or not self._is_model(event.module):
+        if not nodes:  # (the frame sends forwards of models only: modules with weights)
             return
         key = self.forwards  # a counter: ids of freed objects are reused
         mode = "train" if training else "eval"
@@ -221,12 +213,6 @@ def _tensors(output: Any) -> list[torch.Tensor]:
     if isinstance(output, (list, tuple)):
         return [v for v in output if isinstance(v, torch.Tensor)]
     return []
-
-
-def _has_parameters(module: nn.Module) -> bool:
-    for _ in module.parameters():
-        return True
-    return False
 
 
 # ---- graph-retained ------------------------------------------------------------------------

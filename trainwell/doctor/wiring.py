@@ -250,7 +250,6 @@ class ParamCoverageProbe:
 
     def __init__(self) -> None:
         self.models: weakref.WeakSet[nn.Module] = weakref.WeakSet()
-        self.others: weakref.WeakSet[nn.Module] = weakref.WeakSet()  # no parameters
         self.optimizers: weakref.WeakSet[Any] = weakref.WeakSet()
         self.created: dict[int, Site | None] = {}  # id(optimizer) -> where it was made
         self.never: dict[int, tuple[Any, Any]] = {}  # id(p) -> (weak p, optimizer's id)
@@ -276,9 +275,9 @@ class ParamCoverageProbe:
         self.held.update(id(p) for g in optimizer.param_groups for p in g["params"])
 
     def on_forward(self, doc: Any, event: ForwardEvent) -> None:
-        module = event.module
-        if event.grad_enabled and module not in self.models and module not in self.others:
-            (self.models if _has_params(module) else self.others).add(module)
+        # The frame sends forwards of models only (modules with weights).
+        if event.grad_enabled and event.module not in self.models:
+            self.models.add(event.module)
 
     def on_step(self, doc: Any, event: StepEvent) -> None:
         optimizer = event.optimizer
@@ -486,10 +485,6 @@ def _not_in_optimizer(site: Site, model: nn.Module | None, missing: list[str]) -
         "freeze a part on purpose, call requires_grad_(False) on it",
         evidence={"parameters": missing[:50], "count": len(missing)},
     )
-
-
-def _has_params(module: nn.Module) -> bool:
-    return any(True for _ in module.parameters())
 
 
 def _held_modules(value: Any) -> list[Any]:
