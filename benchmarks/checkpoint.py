@@ -21,7 +21,7 @@ The middle row shows where the durable write's extra time goes: nearly all of it
 rename and the folder's ``fsync`` are small.
 
 The state is a realistic training checkpoint, shaped like the one trainwell's loop writes
-(``TrainState.state_dict`` in ``trainwell/engine/loop.py``): ``model``, the state_dict of
+(``Checkpointer.state_dict`` in ``trainwell/engine/checkpointer.py``): ``model``, the state_dict of
 a stack of six ``nn.Linear`` layers with about ``--size-mb`` megabytes (10**6 bytes) of
 float32 parameters (100 MB: width 2048, about 25 M parameters), plus ``optimizer``,
 ``scheduler``, ``step``, ``epoch``, ``rng`` (trainwell's own ``rng_state()``), the resolved
@@ -95,7 +95,7 @@ from torch import nn
 import trainwell
 from trainwell.config import load_config, to_dict
 from trainwell.engine.checkpoint import save_atomic
-from trainwell.engine.loop import rng_state
+from trainwell.engine.state import rng_state
 
 SEED = 0
 LAYERS = 6

@@ -20,9 +20,20 @@ batches dropped, ``num_workers=0``), on the CPU, with the same number of intra-o
 - **trainwell (defaults)**: the same, but with trainwell's defaults for gradient clipping
   (global norm 1.0), the schedule (cosine) and logging (every 10 steps), to show what
   those features cost.
+- **hand-written + 2 metrics** and **trainwell (user step, 2 metrics)**: the same work
+  with two more numbers per step (accuracy and mean top probability): the hand-written
+  loop sums them on the device and reads them at the end; trainwell runs a step function
+  ``step(model, batch) -> {"loss", "acc", "conf"}`` (lean settings), whose metrics the
+  engine sums on the device and reads at its log points. Their ratio is the cost of the
+  step-function contract itself.
+
+The doctor is off on every trainwell side (``doctor.enabled=false``;
+``benchmarks/doctor_overhead.py`` measures it). ``--model mlp`` trains a tiny MLP (one
+hidden layer of 64) instead of the CNN: the smallest step, where the loop's own Python
+weighs most.
 
 Only the training steps are timed. For trainwell that is ``summary["train_time_s"]``: in
-``trainwell/engine/loop.py`` the clock runs, per epoch, from just after the epoch's data
+``trainwell/engine/trainer.py`` the clock runs, per epoch, from just after the epoch's data
 iterator is made until its last step (log points and ``checkpoint.every_steps`` writes
 included, off here); the end-of-epoch work (the epoch loss read, ``metrics.csv`` flush,
 ``last.pt`` checkpoint) falls outside it, and so do setup, ``env.json`` and the curves
@@ -49,8 +60,9 @@ How to run
     python benchmarks/overhead.py --quick         # a few seconds: a smoke run
     python benchmarks/overhead.py --steps 1000 --repeats 7 --batch-size 64 --threads 1
 
-The last line reads ``ratio (trainwell / hand-written, steps/s): 0.98`` (lean trainwell
-over hand-written). Speed is measured here, never asserted.
+The last lines read ``ratio (trainwell user step / hand-written + 2 metrics, steps/s): ..``
+and ``ratio (trainwell / hand-written, steps/s): 0.98`` (lean trainwell over
+hand-written). Speed is measured here, never asserted.
 """
 
 from __future__ import annotations
@@ -74,7 +86,7 @@ from torch.utils.data import DataLoader, TensorDataset
 import trainwell
 from trainwell.data.digits import load_digits_splits
 from trainwell.engine.optim import OptimConfig, build_optimizer
-from trainwell.models import simple_cnn
+from trainwell.models import mlp, simple_cnn
 
 SEED = 0
 INPUT_SHAPE = (1, 8, 8)
@@ -83,7 +95,10 @@ NUM_CLASSES = 10
 HAND = "hand-written loop"
 LEAN = "trainwell (lean)"
 DEFAULTS = "trainwell (defaults)"
-VARIANTS = (HAND, LEAN, DEFAULTS)
+HAND_METRICS = "hand-written + 2 metrics"
+STEP = "trainwell (user step, 2 metrics)"
+VARIANTS = (HAND, LEAN, DEFAULTS, HAND_METRICS, STEP)
+MODEL = "cnn"  # set from --model
 
 
 class Timing(NamedTuple):
@@ -101,7 +116,10 @@ def make_model(stamps: list[float]) -> nn.Module:
     forward pass starts, for the typical step time.
     """
     torch.manual_seed(SEED)
-    model = simple_cnn(NUM_CLASSES, INPUT_SHAPE)
+    if MODEL == "mlp":
+        model = mlp(NUM_CLASSES, INPUT_SHAPE, hidden=(64,), dropout=0.0)
+    else:
+        model = simple_cnn(NUM_CLASSES, INPUT_SHAPE)
 
     def note_start(module: nn.Module, inputs: object) -> None:
         stamps.append(time.perf_counter())
@@ -114,8 +132,25 @@ def typical_step(stamps: list[float]) -> float:
     return statistics.median(b - a for a, b in zip(stamps, stamps[1:]))
 
 
-def run_hand(train: TensorDataset, steps: int, batch_size: int) -> Timing:
-    """The classic loop for ``steps`` optimizer steps."""
+def extra_metrics(out: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Two numbers a user logs beside the loss: accuracy and mean top probability."""
+    acc = (out.detach().argmax(1) == y).float().mean()
+    conf = out.detach().softmax(1).amax(1).mean()
+    return acc, conf
+
+
+def user_step(model: nn.Module, batch: list[torch.Tensor]) -> dict[str, torch.Tensor]:
+    x, y = batch
+    out = model(x)
+    acc, conf = extra_metrics(out, y)
+    return {"loss": nn.functional.cross_entropy(out, y), "acc": acc, "conf": conf}
+
+
+def run_hand(
+    train: TensorDataset, steps: int, batch_size: int, metrics: bool = False
+) -> Timing:
+    """The classic loop for ``steps`` optimizer steps (with ``metrics``: two more numbers
+    per step, summed on the device and read once at the end)."""
     wall0 = time.perf_counter()
     stamps: list[float] = []
     model = make_model(stamps)
@@ -131,18 +166,24 @@ def run_hand(train: TensorDataset, steps: int, batch_size: int) -> Timing:
     )
     model.train()
     done, steps_time = 0, 0.0
+    sums = torch.zeros(3)
     while done < steps:
         batches = iter(loader)
         t0 = time.perf_counter()  # timed like trainwell's train_time: after iter(), per epoch
         for x, y in batches:
             optimizer.zero_grad()
-            loss = loss_fn(model(x), y)
+            out = model(x)
+            loss = loss_fn(out, y)
             loss.backward()
             optimizer.step()
+            if metrics:
+                acc, conf = extra_metrics(out, y)
+                sums += torch.stack([loss.detach(), acc, conf]) * len(y)
             done += 1
             if done == steps:
                 break
         steps_time += time.perf_counter() - t0
+    sums.tolist()  # the one read of the sums, as trainwell's log point
     return Timing(steps_time, time.perf_counter() - wall0, typical_step(stamps))
 
 
@@ -160,6 +201,7 @@ def trainwell_config(
         f"train.max_steps={steps}",
         "early_stop.patience=0",
         "checkpoint.every_steps=0",
+        "doctor.enabled=false",
     ]
     if lean:
         overrides += ["train.grad_clip=0", "sched.name=constant", f"train.log_every={steps}"]
@@ -167,9 +209,9 @@ def trainwell_config(
 
 
 def run_trainwell(
-    train: TensorDataset, steps: int, batch_size: int, run_dir: Path, lean: bool
+    train: TensorDataset, steps: int, batch_size: int, run_dir: Path, lean: bool, step=None
 ) -> Timing:
-    """``trainwell.fit`` for ``steps`` steps."""
+    """``trainwell.fit`` for ``steps`` steps (with the loss, or the user ``step``)."""
     cfg = trainwell_config(run_dir, steps, batch_size, len(train) // batch_size, lean)
     wall0 = time.perf_counter()
     stamps: list[float] = []
@@ -178,7 +220,8 @@ def run_trainwell(
         cfg,
         model=model,
         train_data=train,
-        loss_fn=nn.CrossEntropyLoss(),
+        loss_fn=None if step else nn.CrossEntropyLoss(),
+        step_fn=step,
         console=Console(file=io.StringIO()),  # quiet, and no progress bar
     )
     wall = time.perf_counter() - wall0
@@ -206,6 +249,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--steps", type=positive_int, default=600, help="steps per run")
     parser.add_argument("--repeats", type=positive_int, default=5, help="timed runs per side")
     parser.add_argument("--batch-size", type=positive_int, default=64)
+    parser.add_argument("--model", choices=["cnn", "mlp"], default="cnn", help="model to train")
     # Default 1 thread. On a 2-core machine, intra-op threads compete with the Python
     # thread that drives the loop and with any other process, which makes timings noisy,
     # while these tiny kernels (a batch of 64 8x8 images) barely gain from a second thread
@@ -223,6 +267,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    global MODEL
+    MODEL = args.model
     torch.set_num_threads(args.threads)
     train, _, _ = load_digits_splits()
     if args.batch_size > len(train):
@@ -235,16 +281,19 @@ def main(argv: list[str] | None = None) -> int:
 
         def run(variant: str, steps: int) -> Timing:
             gc.collect()
-            if variant == HAND:
-                return run_hand(train, steps, args.batch_size)
-            return run_trainwell(train, steps, args.batch_size, next(run_dirs), variant == LEAN)
+            if variant in (HAND, HAND_METRICS):
+                return run_hand(train, steps, args.batch_size, variant == HAND_METRICS)
+            step = user_step if variant == STEP else None
+            lean = variant != DEFAULTS
+            return run_trainwell(train, steps, args.batch_size, next(run_dirs), lean, step)
 
         warmup_steps = min(args.steps, 2 * steps_per_epoch)
         for variant in VARIANTS:  # imports, allocator, first-call costs: not counted
             run(variant, warmup_steps)
         for r in range(args.repeats):
             # Rotated order, so that no side always runs right after another one.
-            for variant in VARIANTS[r % 3 :] + VARIANTS[: r % 3]:
+            k = r % len(VARIANTS)
+            for variant in VARIANTS[k:] + VARIANTS[:k]:
                 timings[variant].append(run(variant, args.steps))
     if torch.get_num_threads() != args.threads:
         print(f"warning: torch now uses {torch.get_num_threads()} threads", file=sys.stderr)
@@ -253,7 +302,7 @@ def main(argv: list[str] | None = None) -> int:
     n = args.steps
     print(
         f"trainwell {trainwell.__version__}, torch {torch.__version__}, "
-        f"{args.threads} thread(s), CPU, fp32; simple_cnn on the digits ({len(train)} "
+        f"{args.threads} thread(s), CPU, fp32; {MODEL} on the digits ({len(train)} "
         f"samples, {steps_per_epoch} steps/epoch), batch {args.batch_size}, AdamW; "
         f"{n} steps x {args.repeats} repeats after a warm-up; medians"
     )
@@ -282,9 +331,15 @@ typical step: median time between two forward passes, the steady state without
 lean: train.grad_clip=0, sched.name=constant, train.log_every=<steps>;
 defaults: grad_clip 1.0, cosine schedule, log_every 10 (both fp32, no validation data)."""
     )
-    defaults = median(n / t.steps_time for t in timings[DEFAULTS])
-    lean = median(n / t.steps_time for t in timings[LEAN])
+    def rate(variant: str) -> float:
+        return median(n / t.steps_time for t in timings[variant])
+
+    defaults, lean = rate(DEFAULTS), rate(LEAN)
     print(f"ratio (trainwell defaults / hand-written, steps/s): {defaults / hand:.3f}")
+    print(
+        "ratio (trainwell user step / hand-written + 2 metrics, steps/s): "
+        f"{rate(STEP) / rate(HAND_METRICS):.3f}"
+    )
     print(f"ratio (trainwell / hand-written, steps/s): {lean / hand:.3f}")
     return 0
 

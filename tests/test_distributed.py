@@ -66,7 +66,8 @@ def test_two_processes_train_the_model_one_process_trains(reference, tmp_path):
     single = trainwell.fit(load_config(overrides=[*BASE, f"run.dir={tmp_path / 'one'}"]),
                            console=Console(quiet=True))  # fmt: skip
     two = weights(reference)
-    for name, tensor in single.model.state_dict().items():
+    # Last weights against last weights (result.model holds the best ones).
+    for name, tensor in weights(tmp_path / "one").items():
         torch.testing.assert_close(two[name], tensor, rtol=1e-5, atol=1e-6)
     assert summary["final"]["val/accuracy"] == single.metrics["val/accuracy"]
     # Evaluation counted every validation sample once: the loss matches one process.
@@ -255,8 +256,8 @@ def test_sync_batchnorm_on_two_gpus_matches_batchnorm_on_one(tmp_path):
     proc = trainwell_cmd("train", "--nproc", "2", *cnn, "dist.sync_batchnorm=true",
                          "run.dir=two", cwd=tmp_path)  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
-    single = trainwell.fit(load_config(overrides=[*cnn, f"run.dir={tmp_path / 'one'}"]),
+    trainwell.fit(load_config(overrides=[*cnn, f"run.dir={tmp_path / 'one'}"]),
                            console=Console(quiet=True))  # fmt: skip
     two = weights(tmp_path / "two")
-    for name, tensor in single.model.state_dict().items():
+    for name, tensor in weights(tmp_path / "one").items():
         torch.testing.assert_close(two[name], tensor.cpu(), rtol=1e-4, atol=1e-5)

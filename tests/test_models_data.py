@@ -354,7 +354,8 @@ def test_build_data_one_dataset_gets_a_fixed_val_split(user_module) -> None:
     assert not set(splits.train.indices) & set(splits.val.indices)
     assert sorted(splits.train.indices + splits.val.indices) == list(range(40))
     assert splits.test is None
-    assert splits.num_classes is None and splits.input_shape == (2, 5)
+    # Integer targets in a TensorDataset: the class count is learned from them.
+    assert splits.num_classes == 3 and splits.input_shape == (2, 5)
     again = build_data(cfg)
     assert again.val.indices == splits.val.indices
 

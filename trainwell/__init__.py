@@ -13,7 +13,7 @@ __version__ = "0.1.0"
 
 from trainwell import doctor  # noqa: E402
 from trainwell.config import Config, load_config  # noqa: E402
-from trainwell.engine.loop import FitResult, fit  # noqa: E402
+from trainwell.engine.fit import FitResult, fit  # noqa: E402
 from trainwell.errors import UserError  # noqa: E402
 
 __all__ = ["Config", "FitResult", "UserError", "__version__", "doctor", "fit", "load_config"]

@@ -136,9 +136,26 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    """Parse the line; ``KEY=VALUE`` overrides may stand anywhere, flags included between.
+
+    argparse takes one run of positionals, so overrides after a flag come back unknown:
+    they join the others here, and anything else unknown is refused as usual.
+    """
+    parser = _parser()
+    args, extra = parser.parse_known_args(argv)
+    overrides = [a for a in extra if "=" in a and not a.startswith("-")]
+    if overrides and hasattr(args, "overrides"):
+        args.overrides = [*args.overrides, *overrides]
+        extra = [a for a in extra if a not in overrides]
+    if extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    return args
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``trainwell`` console script; returns the exit code."""
-    args = _parser().parse_args(argv)
+    args = _parse(argv)
     try:
         if args.command == "train":
             return _train(args)
@@ -180,7 +197,7 @@ def _train(args: argparse.Namespace) -> int:
         return 0
     if args.nproc is not None or args.nnodes > 1:
         return _launch(args, cfg)
-    from trainwell.engine.loop import fit
+    from trainwell.engine.fit import fit
 
     result = fit(cfg, resume=args.resume, dry_run=args.dry_run)
     # doctor.overfit_batch=true is a check: a failed one exits 1, so scripts can gate on it.

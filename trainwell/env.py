@@ -243,7 +243,8 @@ def render(info: dict[str, Any], console: Console | None = None) -> None:
         >>> "torch" in out.getvalue()
         True
     """
-    console = console or Console()
+    # Wrapped to the terminal only; in logs and pipes every line stays whole.
+    console = console or Console(soft_wrap=not sys.stdout.isatty())
     table = Table(title="trainwell env", show_header=False, title_justify="left")
     table.add_column("what", style="bold")
     table.add_column("value", overflow="fold")

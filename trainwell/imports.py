@@ -48,8 +48,14 @@ def resolve(path: str, key: str) -> Any:
     return obj
 
 
-def call_with(factory: Any, kwargs: dict[str, Any], injectable: dict[str, Any], key: str) -> Any:
-    """Call ``factory(**kwargs)``, adding values from ``injectable`` that it accepts.
+def call_with(
+    factory: Any,
+    kwargs: dict[str, Any],
+    injectable: dict[str, Any],
+    key: str,
+    args: tuple[Any, ...] = (),
+) -> Any:
+    """Call ``factory(*args, **kwargs)``, adding values from ``injectable`` that it accepts.
 
     Built-in and user models alike can take ``num_classes`` or ``input_shape`` from the
     data without the user repeating them; an explicit kwarg always wins.
@@ -62,10 +68,21 @@ def call_with(factory: Any, kwargs: dict[str, Any], injectable: dict[str, Any], 
     full = {k: v for k, v in injectable.items() if (k in params or takes_any) and k not in kwargs}
     full.update(kwargs)
     try:
-        inspect.signature(factory).bind(**full)
+        inspect.signature(factory).bind(*args, **full)
     except TypeError as exc:
         name = getattr(factory, "__name__", factory)
-        raise UserError(f"{key}: cannot call {name}: {exc}") from None
+        raise UserError(f"{key}: cannot call {name}: {exc}{_hint(exc, injectable)}") from None
     except ValueError:
         pass  # no signature to check (builtins); let the call speak for itself
-    return factory(**full)
+    return factory(*args, **full)
+
+
+def _hint(exc: TypeError, injectable: dict[str, Any]) -> str:
+    # A value the data could have given but did not (a data set without .targets).
+    for name in ("num_classes", "input_shape"):
+        if f"'{name}'" in str(exc) and name not in injectable:
+            return (
+                f"; the data does not say its {name} (no .targets to count classes from): "
+                f"set it in the kwargs" + (" or data.num_classes" if name == "num_classes" else "")
+            )
+    return ""

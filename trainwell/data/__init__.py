@@ -4,7 +4,9 @@
 path ``package.module:attr`` to a callable (a ``Dataset`` class or a function) that
 returns either one ``Dataset`` (a validation split of ``data.val_fraction`` is carved out
 of it, with a fixed seed) or ``(train, val)`` / ``(train, val, test)`` or a dict with
-those keys. Samples are ``(input, target)`` pairs.
+those keys. The callable may also return ``IterableDataset``s, or ``DataLoader``s it
+built itself (used as they are). Samples may have any shape: ``(input, target)`` pairs
+train with the loss alone; other shapes (dicts, several inputs) with a step function.
 
 Example:
     >>> splits = build_data(DataConfig(name="synthetic", kwargs={"num_samples": 64}))
@@ -20,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from torch.utils.data import Dataset, Subset, TensorDataset
+from torch.utils.data import DataLoader, Dataset, IterableDataset, Subset, TensorDataset
 
 from trainwell._options import check, option
 from trainwell.errors import UserError
@@ -52,6 +54,9 @@ class DataConfig:
         None, "number of classes, when a user data set does not say (built-ins know it)"
     )
     kwargs: dict[str, Any] = option({}, "keyword arguments for the data set's callable")
+    collate: str = option(
+        "", "import path 'package.module:fn' of a collate_fn (padding variable-length samples)"
+    )
 
     def __post_init__(self) -> None:
         check(self.batch_size > 0, "data.batch_size", f"must be positive; got {self.batch_size}")
@@ -77,21 +82,32 @@ class DataConfig:
             f"unknown data set {self.name!r}; built-in: {', '.join(BUILTIN_DATA)}, "
             "or an import path 'package.module:attr'",
         )
+        check(
+            not self.collate or is_import_path(self.collate),
+            "data.collate",
+            f"{self.collate!r} is not an import path 'package.module:fn'",
+        )
 
 
 @dataclass
 class DataSplits:
     """The data sets of a run and what the model needs to know about them."""
 
-    train: Dataset
-    val: Dataset | None
-    test: Dataset | None
+    train: Dataset | DataLoader
+    val: Dataset | DataLoader | None
+    test: Dataset | DataLoader | None
     num_classes: int | None
-    input_shape: tuple[int, ...]
+    input_shape: tuple[int, ...] | None
 
 
-def build_data(cfg: DataConfig) -> DataSplits:
-    """Build the configured data set's splits and check that they are usable."""
+def build_data(
+    cfg: DataConfig, check_targets: bool = True, ignore_index: int | None = None
+) -> DataSplits:
+    """Build the configured data set's splits and check that they are usable.
+
+    With ``check_targets``, class targets outside a known number of classes are refused
+    (a loss's ``ignore_index`` excepted); a user's step function is trusted instead.
+    """
     if cfg.name == "digits":
         from trainwell.data.digits import load_digits_splits
 
@@ -114,20 +130,74 @@ def build_data(cfg: DataConfig) -> DataSplits:
         train, val, test = _user_splits(cfg)
         num_classes = None
     num_classes = cfg.num_classes or num_classes
-    for split, ds in (("train", train), ("val", val), ("test", test)):
-        if ds is not None and len(ds) == 0:  # type: ignore[arg-type]
-            raise UserError(f"data.name: the {split} split of {cfg.name!r} is empty")
-    sample = train[0]
-    if not isinstance(sample, (tuple, list)) or len(sample) < 2:
-        raise UserError(
-            f"data.name: samples of {cfg.name!r} must be (input, target) pairs; "
-            f"got {type(sample).__name__}"
-        )
-    input_shape = tuple(torch.as_tensor(sample[0]).shape)
-    if num_classes is not None:
+    if num_classes is not None and check_targets:
         for split, ds in (("train", train), ("val", val), ("test", test)):
-            check_labels(ds, num_classes, split)
-    return DataSplits(train, val, test, num_classes, input_shape)
+            check_labels(ds, num_classes, split, ignore_index)
+    return make_splits(train, val, test, num_classes, f"{cfg.name!r}")
+
+
+def make_splits(
+    train: Any, val: Any, test: Any, num_classes: int | None, name: str = "train_data"
+) -> DataSplits:
+    """Check the splits are not empty; learn the input shape and, from integer targets the
+    data sets expose, the number of classes."""
+    for split, ds in (("train", train), ("val", val), ("test", test)):
+        if ds is not None and _length(ds) == 0:
+            raise UserError(f"data.name: the {split} split of {name} is empty")
+    if num_classes is None:
+        num_classes = infer_num_classes(train, val, test)
+    return DataSplits(train, val, test, num_classes, _input_shape(first_sample(train)))
+
+
+def infer_num_classes(*datasets: Any) -> int | None:
+    """1 + the largest class target the splits expose (``.targets``, a TensorDataset's
+    second tensor); ``None`` unless the training split exposes integer targets.
+
+    Example:
+        >>> ds = TensorDataset(torch.zeros(3, 2), torch.tensor([0, 4, 1]))
+        >>> infer_num_classes(ds, None)
+        5
+    """
+    found = [t for t in (targets_of(ds) for ds in datasets if ds is not None) if t is not None]
+    if targets_of(datasets[0]) is None or not all(_is_int(t) for t in found):
+        return None
+    highest = [int(t.max()) for t in found if t.numel()]
+    return max(highest) + 1 if highest else None
+
+
+def _is_int(t: torch.Tensor) -> bool:
+    return not (t.is_floating_point() or t.is_complex() or t.dtype == torch.bool) and t.ndim == 1
+
+
+def _length(ds: Any) -> int | None:
+    try:
+        return len(ds)
+    except TypeError:  # an IterableDataset without __len__
+        return None
+
+
+def first_sample(data: Any) -> Any:
+    """The first sample of a data set (of a DataLoader: its first batch)."""
+    if isinstance(data, DataLoader):
+        return next(iter(data))
+    if isinstance(data, IterableDataset):
+        for sample in data:
+            return sample
+        raise UserError("data.name: the train split yields no samples")
+    return data[0]
+
+
+def _input_shape(sample: Any) -> tuple[int, ...] | None:
+    # The input of an (input, target) pair, else the first tensor met (dict samples).
+    first = sample[0] if isinstance(sample, (tuple, list)) and sample else sample
+    while isinstance(first, (tuple, list)) and first:
+        first = first[0]
+    if isinstance(first, dict):
+        first = next(iter(first.values()), None)
+    try:
+        return tuple(torch.as_tensor(first).shape)
+    except (TypeError, ValueError, RuntimeError):
+        return None
 
 
 def _user_splits(cfg: DataConfig) -> tuple[Dataset, Dataset | None, Dataset | None]:
@@ -148,10 +218,12 @@ def _user_splits(cfg: DataConfig) -> tuple[Dataset, Dataset | None, Dataset | No
                 "(train, val) or (train, val, test)"
             )
         return out[0], out[1], out[2] if len(out) == 3 else None
+    if isinstance(out, (IterableDataset, DataLoader)):
+        return out, None, None  # nothing to carve a validation split from
     if not hasattr(out, "__getitem__") or not hasattr(out, "__len__"):
         raise UserError(
-            f"data.name: {cfg.name!r} returned {type(out).__name__}, not a Dataset with "
-            "__getitem__ and __len__ (an IterableDataset is not supported yet)"
+            f"data.name: {cfg.name!r} returned {type(out).__name__}, not a Dataset, "
+            "IterableDataset or DataLoader"
         )
     train, val = split_off(out, cfg.val_fraction)
     return train, val, None
@@ -159,7 +231,12 @@ def _user_splits(cfg: DataConfig) -> tuple[Dataset, Dataset | None, Dataset | No
 
 def _looks_like_sample(out: Sequence[Any]) -> bool:
     # A (train, val) pair holds data sets, which have a length; a sample holds tensors.
-    return not all(hasattr(x, "__len__") and hasattr(x, "__getitem__") for x in out) or any(
+    def is_data(x: Any) -> bool:
+        return isinstance(x, (IterableDataset, DataLoader)) or (
+            hasattr(x, "__len__") and hasattr(x, "__getitem__")
+        )
+
+    return not all(x is None or is_data(x) for x in out) or any(
         isinstance(x, torch.Tensor) for x in out
     )
 
@@ -181,8 +258,9 @@ def targets_of(dataset: Dataset | None) -> torch.Tensor | None:
     if isinstance(dataset, Subset):
         inner = targets_of(dataset.dataset)
         return None if inner is None else inner[torch.as_tensor(dataset.indices, dtype=torch.long)]
-    if isinstance(dataset, TensorDataset) and len(dataset.tensors) >= 2:
-        return dataset.tensors[1]
+    if isinstance(dataset, TensorDataset):
+        # (input, target) only: in a longer tuple the second tensor may be another input.
+        return dataset.tensors[1] if len(dataset.tensors) == 2 else None
     targets = getattr(dataset, "targets", None)
     if targets is None:
         return None
@@ -192,8 +270,12 @@ def targets_of(dataset: Dataset | None) -> torch.Tensor | None:
         return None
 
 
-def check_labels(dataset: Dataset | None, num_classes: int, split: str) -> None:
+def check_labels(
+    dataset: Dataset | None, num_classes: int, split: str, ignore_index: int | None = None
+) -> None:
     """Refuse class targets outside ``[0, num_classes)`` before any training starts.
+
+    A target equal to the loss's ``ignore_index`` (padding) is not out of range.
 
     Out-of-range targets give a cryptic device-side assert on CUDA and a bare IndexError
     on the CPU, mid-run; here they get one line naming the split and the values.
@@ -201,6 +283,10 @@ def check_labels(dataset: Dataset | None, num_classes: int, split: str) -> None:
     targets = targets_of(dataset)
     if targets is None or targets.is_floating_point() or targets.numel() == 0:
         return
+    if ignore_index is not None:
+        targets = targets[targets != ignore_index]
+        if targets.numel() == 0:
+            return
     lo, hi = int(targets.min()), int(targets.max())
     if lo < 0 or hi >= num_classes:
         bad = targets[(targets < 0) | (targets >= num_classes)]

@@ -16,6 +16,7 @@ import os
 import pickle
 import re
 import tempfile
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -50,6 +51,7 @@ def save_atomic(state: dict[str, Any], path: str | Path) -> None:
 
     Example:
         >>> import tempfile
+import warnings
         >>> p = Path(tempfile.mkdtemp()) / "last.pt"
         >>> save_atomic({"step": torch.tensor(3)}, p)
         >>> int(load_checkpoint(p)["step"])
@@ -139,7 +141,10 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
     if size == 0:
         raise UserError(f"checkpoint {path} is empty (0 bytes): it was never fully written")
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
+        with warnings.catch_warnings():
+            # torch's note on a foreign pickle protocol says nothing the error below does not.
+            warnings.simplefilter("ignore", UserWarning)
+            state = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as exc:
         # torch names weights_only in every safe-loader failure; only "Unsupported global"
         # means the file really asks to build Python objects (code could run).
@@ -148,7 +153,11 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
                 f"checkpoint {path} holds pickled Python objects, not only tensors; refusing "
                 "to load it (it could run code). Re-save it as tensors and plain containers"
             ) from None
-        raise UserError(f"checkpoint {path} is corrupt ({_first_line(exc)})") from None
+        # Never repeat torch's advice to retry with weights_only=False: that runs the file.
+        raise UserError(
+            f"checkpoint {path} is corrupt or not a trainwell checkpoint: not a file torch.save "
+            f"wrote, or damaged ({_unpickler_detail(exc)})"
+        ) from None
     except Exception as exc:
         # Truncated zips, garbage bytes and broken pickles surface as many exception
         # types (RuntimeError, EOFError, IndexError, KeyError, ...); all mean "unusable".
@@ -163,7 +172,14 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
 
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
+    # torch's messages run on with advice; the first sentence says what failed.
+    return text[0].split(". ")[0] if text else type(exc).__name__
+
+
+def _unpickler_detail(exc: BaseException) -> str:
+    _, _, after = str(exc).partition("WeightsUnpickler error:")
+    lines = [line.strip() for line in after.splitlines() if line.strip()]
+    return lines[0] if lines else "unreadable pickle data"
 
 
 def rotate(folder: Path, keep_last: int) -> None:

@@ -1,7 +1,7 @@
 """The learning-rate range test (Leslie Smith, 2015), as fastai's and Lightning's ``lr_find``.
 
 The run's own model, data, loss and optimizer are built as ``trainwell train`` builds them
-(:func:`~trainwell.engine.loop.build_parts`, the same seed and so the same initial
+(:func:`~trainwell.engine.parts.build_parts`, the same seed and so the same initial
 weights), then trained for a short while as the learning rate rises exponentially from
 ``start_lr`` to ``end_lr``, one value per optimizer step. The loss is smoothed with an
 exponential moving average (bias-corrected, as Adam's moments are), and the run stops
@@ -20,34 +20,31 @@ from __future__ import annotations
 
 import copy
 import csv
+import itertools
 import math
 import os
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
-import torch
 from rich.console import Console
 from torch import nn
 from torch.utils.data import Dataset
 
 from trainwell.config import Config, load_config
-from trainwell.data import targets_of
 from trainwell.engine.distributed import Placement, resolve_device
-from trainwell.engine.loop import (
-    _check_batch_targets,
-    _micro_batch,
-    _train_loader,
-    build_parts,
-    steps_in_epoch,
-)
+from trainwell.engine.loaders import TrainData
 from trainwell.engine.optim import build_optimizer
+from trainwell.engine.parts import Given, build_parts
 from trainwell.engine.precision import Precision, resolve_precision
-from trainwell.engine.rundir import RunConfig, default_name, new_run_path
-from trainwell.engine.seeding import epoch_seed
-from trainwell.engine.step import Batch, train_step
+from trainwell.engine.preflight import label_checker
+from trainwell.engine.progress import make_console
+from trainwell.engine.rundir import RunConfig, new_run_path
+from trainwell.engine.step import Stepper
+from trainwell.engine.step_fn import LossFn, StepFn
 from trainwell.errors import UserError
 
 # Weight of the past in the loss average: about the last 50 steps count (fastai, Lightning).
@@ -135,7 +132,8 @@ def lr_find(
     *,
     model: nn.Module | None = None,
     train_data: Dataset | None = None,
-    loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
+    loss_fn: LossFn | None = None,
+    step_fn: StepFn | None = None,
     start_lr: float = 1e-7,
     end_lr: float = 10.0,
     steps: int = 100,
@@ -150,8 +148,8 @@ def lr_find(
             Its model, data, loss, optimizer (name, weight decay, betas, ...), precision,
             accumulation and clipping are used; ``optim.lr`` and the schedule are replaced
             by the rising lr.
-        model, train_data, loss_fn: objects instead of the config's choices, as in
-            :func:`trainwell.fit`; a model passed in is copied and left untouched.
+        model, train_data, loss_fn, step_fn: objects instead of the config's choices, as
+            in :func:`trainwell.fit`; a model passed in is copied and left untouched.
         start_lr, end_lr: the range of the lr, ``0 < start_lr < end_lr``.
         steps: optimizer steps from ``start_lr`` to ``end_lr`` (at least 2); fewer run
             when the loss diverges.
@@ -180,22 +178,18 @@ def lr_find(
     cfg = config if isinstance(config, Config) else load_config(config)
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:
         raise UserError("lr-find runs in one process; start it without torchrun or --nproc")
-    console = console or Console()
+    console = console or make_console()
     place = Placement(device=resolve_device(cfg.run.device))
     if model is not None:
         model = copy.deepcopy(model)  # the caller's weights stay as they were
 
-    parts = build_parts(cfg, place, model, train_data, None, None, loss_fn)
-    micro_batch = _micro_batch(cfg, place)
-    loader, sampler, generator = _train_loader(cfg, parts.splits.train, micro_batch, place)
-    steps_per_epoch = steps_in_epoch(cfg, loader, parts.splits.train)
+    parts = build_parts(cfg, place, Given(model, train_data, loss_fn=loss_fn, step_fn=step_fn))
+    data = TrainData.build(parts.splits.train, parts.loaders, place)
     optimizer = build_optimizer(cfg.optim, parts.model)
     precision = Precision.build(resolve_precision(cfg.train.precision, place.device), place.device)
-    # Labels the data set could not show up front are checked batch by batch, as in fit.
-    unseen_labels = targets_of(parts.splits.train) is None
-    num_classes = parts.task.num_classes if unseen_labels else None
-
-    name = cfg.run.name or default_name(cfg.data.name, cfg.model.name)
+    stepper = Stepper(parts.model, parts.steps.train, optimizer, precision, cfg.train.grad_clip,
+                      place.device)  # fmt: skip
+    name = cfg.run.name or parts.name
     console.print(
         f"[bold]trainwell lr-find[/]: {name}, {cfg.optim.name}, batch {cfg.data.batch_size}, "
         f"{precision.name} on {place.device}; lr {start_lr:g} -> {end_lr:g} over {steps} steps",
@@ -203,8 +197,7 @@ def lr_find(
         soft_wrap=True,
     )
     started = time.time()
-    params = [p for p in parts.model.parameters() if p.requires_grad]
-    batches = _batches(cfg, loader, sampler, generator, steps_per_epoch, place.device, num_classes)
+    batches = _batches(data, label_checker(parts.task, parts.splits.train), stepper)
     lrs: list[float] = []
     losses: list[float] = []
     smoothed: list[float] = []
@@ -215,8 +208,7 @@ def lr_find(
         lr = start_lr * (end_lr / start_lr) ** (i / (steps - 1))
         for group in optimizer.param_groups:
             group["lr"] = lr
-        loss_t = train_step(parts.model, next(batches), parts.loss_fn, optimizer, precision,
-                            cfg.train.grad_clip, params)  # fmt: skip
+        loss_t = stepper(next(batches))
         # A sync every step: whether to stop depends on this very loss. The test is a
         # hundred steps long, so the cost is negligible.
         loss = float(loss_t)
@@ -298,31 +290,13 @@ def _check_range(start_lr: float, end_lr: float, steps: int) -> None:
 
 
 def _batches(
-    cfg: Config,
-    loader: torch.utils.data.DataLoader,
-    sampler: torch.utils.data.DistributedSampler,
-    generator: torch.Generator,
-    steps_per_epoch: int,
-    device: torch.device,
-    num_classes: int | None,
-) -> Iterator[list[Batch]]:
-    """The micro-batches of each optimizer step, epoch after epoch in training's data order."""
-    accum = cfg.train.grad_accum_steps
-    epoch = 0
-    while True:
-        sampler.set_epoch(epoch)
-        generator.manual_seed(epoch_seed(cfg.run.seed, epoch))
-        it = iter(loader)
-        for _ in range(steps_per_epoch):
-            step = []
-            for _ in range(accum):
-                inputs, targets = next(it)[:2]
-                if epoch == 0:
-                    _check_batch_targets(targets, num_classes)
-                step.append((inputs.to(device, non_blocking=True),
-                             targets.to(device, non_blocking=True)))  # fmt: skip
-            yield step
-        epoch += 1
+    data: TrainData, check: Callable[[Any], None] | None, stepper: Stepper
+) -> Iterator[list[Any]]:
+    """The micro-batches of each optimizer step, epoch after epoch in training's data order
+    (labels checked in the first epoch, as in training)."""
+    for epoch in itertools.count():
+        stepper.inspect = check if epoch == 0 else None
+        yield from data.epoch(epoch)
 
 
 def _report(console: Console, result: LRFindResult, end_lr: float) -> None:

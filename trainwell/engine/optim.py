@@ -6,17 +6,26 @@ nanoGPT and most modern recipes, since decaying them hurts and buys nothing.
 
 The schedule is a function of the optimizer step (not the epoch), so warmup and decay
 mean the same thing whatever the batch size or data set length.
+
+``optim.name`` and ``sched.name`` also take an import path (``torch.optim:RMSprop``,
+``torch.optim.lr_scheduler:OneCycleLR``, a user's factory) with ``optim.kwargs`` /
+``sched.kwargs``: the optimizer gets the same decay/no-decay parameter groups and
+``lr=optim.lr``; the scheduler gets the optimizer, and ``total_steps`` when it takes one.
 """
 
 from __future__ import annotations
 
+import inspect
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import nn
 
-from trainwell._options import check, check_choice, option
+from trainwell._options import check, option
+from trainwell.errors import UserError
+from trainwell.imports import call_with, is_import_path, resolve
 
 OPTIMIZERS = ("adamw", "adam", "sgd")
 SCHEDULES = ("cosine", "constant", "step")
@@ -26,7 +35,9 @@ SCHEDULES = ("cosine", "constant", "step")
 class OptimConfig:
     """The optimizer."""
 
-    name: str = option("adamw", "adamw, adam or sgd")
+    name: str = option(
+        "adamw", "adamw, adam, sgd, or import path 'package.module:attr' of an optimizer class"
+    )
     lr: float = option(3e-3, "peak learning rate")
     weight_decay: float = option(
         0.05, "decoupled (adamw) or L2 weight decay; not applied to biases and norm weights"
@@ -35,9 +46,12 @@ class OptimConfig:
     eps: float = option(1e-8, "Adam epsilon")
     momentum: float = option(0.9, "SGD momentum")
     nesterov: bool = option(True, "SGD Nesterov momentum (needs momentum > 0)")
+    kwargs: dict[str, Any] = option(
+        {}, "more keyword arguments for the optimizer (an import path's, or a built-in's)"
+    )
 
     def __post_init__(self) -> None:
-        check_choice(self.name, "optim.name", OPTIMIZERS)
+        _check_name(self.name, "optim.name", OPTIMIZERS)
         check(self.lr > 0, "optim.lr", f"must be positive; got {self.lr}")
         check(
             self.weight_decay >= 0, "optim.weight_decay", f"must be >= 0; got {self.weight_decay}"
@@ -59,14 +73,25 @@ class OptimConfig:
 class SchedConfig:
     """The learning-rate schedule, stepped once per optimizer step."""
 
-    name: str = option("cosine", "cosine (to a floor), constant, or step")
+    name: str = option(
+        "cosine",
+        "cosine (to a floor), constant, step, or import path 'package.module:attr' of a "
+        "scheduler, stepped every optimizer step (ReduceLROnPlateau: every evaluation)",
+    )
     warmup_steps: int = option(0, "linear warmup from 0 over this many optimizer steps")
     min_lr_ratio: float = option(0.01, "cosine floor, as a fraction of the peak lr")
     step_size: int = option(1000, "step schedule: multiply the lr by gamma every this many steps")
     gamma: float = option(0.1, "step schedule: the factor")
+    kwargs: dict[str, Any] = option({}, "keyword arguments for a scheduler given by import path")
 
     def __post_init__(self) -> None:
-        check_choice(self.name, "sched.name", SCHEDULES)
+        _check_name(self.name, "sched.name", SCHEDULES)
+        check(
+            not (is_import_path(self.name) and self.warmup_steps),
+            "sched.warmup_steps",
+            "applies to the built-in schedules; put the warmup in your scheduler "
+            "(e.g. torch.optim.lr_scheduler:SequentialLR) or use sched.name=cosine",
+        )
         check(
             self.warmup_steps >= 0, "sched.warmup_steps", f"must be >= 0; got {self.warmup_steps}"
         )
@@ -77,6 +102,15 @@ class SchedConfig:
         )
         check(self.step_size > 0, "sched.step_size", f"must be positive; got {self.step_size}")
         check(0 < self.gamma <= 1, "sched.gamma", f"must be in (0, 1]; got {self.gamma}")
+
+
+def _check_name(name: str, key: str, choices: tuple[str, ...]) -> None:
+    check(
+        name in choices or is_import_path(name),
+        key,
+        f"expected one of {', '.join(choices)} or an import path 'package.module:attr'; "
+        f"got {name!r}",
+    )
 
 
 def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
@@ -98,13 +132,54 @@ def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
 
 
 def build_optimizer(cfg: OptimConfig, model: nn.Module) -> torch.optim.Optimizer:
-    """The configured optimizer over ``model``'s trainable parameters."""
+    """The configured optimizer over ``model``'s trainable parameters.
+
+    Example:
+        >>> cfg = OptimConfig(name="torch.optim:RMSprop", lr=0.01, kwargs={"alpha": 0.9})
+        >>> opt = build_optimizer(cfg, nn.Linear(3, 2))
+        >>> type(opt).__name__, opt.defaults["alpha"], [g["weight_decay"] for g in opt.param_groups]
+        ('RMSprop', 0.9, [0.05, 0.0])
+    """
     groups = param_groups(model, cfg.weight_decay)
-    if cfg.name == "adamw":
-        return torch.optim.AdamW(groups, lr=cfg.lr, betas=tuple(cfg.betas), eps=cfg.eps)
-    if cfg.name == "adam":
-        return torch.optim.Adam(groups, lr=cfg.lr, betas=tuple(cfg.betas), eps=cfg.eps)
-    return torch.optim.SGD(groups, lr=cfg.lr, momentum=cfg.momentum, nesterov=cfg.nesterov)
+    kwargs = dict(cfg.kwargs)
+    if cfg.name in OPTIMIZERS:
+        try:
+            return _builtin_optimizer(cfg, groups, kwargs)
+        except (TypeError, ValueError) as exc:
+            raise UserError(f"optim.kwargs: {cfg.name} refused them: {exc}") from None
+    factory = resolve(cfg.name, "optim.name")
+    if not _accepts(factory, "weight_decay"):
+        # No per-group decay to give (LBFGS, a user's): one group, as the optimizer expects.
+        groups = [p for p in model.parameters() if p.requires_grad]
+    try:
+        optimizer = call_with(factory, {"lr": cfg.lr, **kwargs}, {}, "optim.kwargs", args=(groups,))
+    except (TypeError, ValueError) as exc:
+        raise UserError(f"optim.name: {cfg.name} refused its arguments: {exc}") from None
+    if not isinstance(optimizer, torch.optim.Optimizer):
+        raise UserError(
+            f"optim.name: {cfg.name!r} returned {type(optimizer).__name__}, not a "
+            "torch.optim.Optimizer"
+        )
+    return optimizer
+
+
+def _builtin_optimizer(
+    cfg: OptimConfig, groups: list[dict], kwargs: dict[str, Any]
+) -> torch.optim.Optimizer:
+    if cfg.name == "sgd":
+        return torch.optim.SGD(
+            groups, lr=cfg.lr, momentum=cfg.momentum, nesterov=cfg.nesterov, **kwargs
+        )
+    adam = torch.optim.AdamW if cfg.name == "adamw" else torch.optim.Adam
+    return adam(groups, lr=cfg.lr, betas=tuple(cfg.betas), eps=cfg.eps, **kwargs)
+
+
+def _accepts(factory: Any, name: str) -> bool:
+    try:
+        params = inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        return True
+    return name in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
 
 
 def lr_factor(cfg: SchedConfig, step: int, total_steps: int) -> float:
@@ -129,8 +204,36 @@ def lr_factor(cfg: SchedConfig, step: int, total_steps: int) -> float:
 
 def build_scheduler(
     cfg: SchedConfig, optimizer: torch.optim.Optimizer, total_steps: int
-) -> torch.optim.lr_scheduler.LambdaLR:
-    """A LambdaLR following :func:`lr_factor`; its state saves and loads with the checkpoint."""
-    return torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: lr_factor(cfg, step, total_steps)
-    )
+) -> torch.optim.lr_scheduler.LRScheduler | torch.optim.lr_scheduler.ReduceLROnPlateau:
+    """The configured schedule; its state saves and loads with the checkpoint.
+
+    A built-in name is a LambdaLR following :func:`lr_factor`. An import path is called
+    with the optimizer, ``sched.kwargs``, and ``total_steps`` (the run's optimizer
+    steps) when it takes that argument and the kwargs do not set it.
+
+    Example:
+        >>> opt = torch.optim.SGD(nn.Linear(2, 2).parameters(), lr=0.1)
+        >>> cfg = SchedConfig(name="torch.optim.lr_scheduler:OneCycleLR", kwargs={"max_lr": 1.0})
+        >>> build_scheduler(cfg, opt, total_steps=100).total_steps
+        100
+    """
+    if not is_import_path(cfg.name):
+        return torch.optim.lr_scheduler.LambdaLR(
+            optimizer, lambda step: lr_factor(cfg, step, total_steps)
+        )
+    factory = resolve(cfg.name, "sched.name")
+    inject = {"total_steps": total_steps}
+    try:
+        scheduler = call_with(factory, dict(cfg.kwargs), inject, "sched.kwargs", args=(optimizer,))
+    except (TypeError, ValueError) as exc:
+        raise UserError(f"sched.name: {cfg.name} refused its arguments: {exc}") from None
+    if not hasattr(scheduler, "step") or not hasattr(scheduler, "state_dict"):
+        raise UserError(
+            f"sched.name: {cfg.name!r} returned {type(scheduler).__name__}, not an lr scheduler"
+        )
+    return scheduler
+
+
+def steps_per_eval(scheduler: Any) -> bool:
+    """True for a scheduler stepped with the monitored metric after each evaluation."""
+    return isinstance(scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau)

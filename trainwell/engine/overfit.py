@@ -7,22 +7,22 @@ output, a wrong loss for the targets, an lr far off), not in the data; if it can
 training does not learn, look at the data (labels, shuffling, augmentation).
 
 ``trainwell train doctor.overfit_batch=true`` runs it in place of training (see
-``_overfit_run`` in :mod:`trainwell.engine.loop`); this module holds the check itself.
+:mod:`trainwell.engine.overfit_run`); this module holds the check itself.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from torch import nn
 
+from trainwell.engine.batch import to_device
 from trainwell.engine.distributed import Placement, all_reduce_sum
-from trainwell.engine.precision import Precision
-from trainwell.engine.step import Batch, train_step
+from trainwell.engine.step import Stepper
+from trainwell.engine.step_fn import unpack
 
 # Steps when train.max_steps does not say: enough for a small model to memorize a batch
 # with the default AdamW lr, short enough to be a quick check (seconds on a CPU).
@@ -99,32 +99,31 @@ class OverfitResult:
 
 
 def overfit_one_batch(
-    net: nn.Module,
-    micro_batches: Sequence[Batch],
-    loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
-    optimizer: torch.optim.Optimizer,
-    scheduler: torch.optim.lr_scheduler.LRScheduler,
-    precision: Precision,
-    grad_clip: float,
+    stepper: Stepper,
+    micro_batches: Sequence[Any],
+    scheduler: Any,
     steps: int,
     place: Placement | None = None,
 ) -> OverfitResult:
     """Train on the same batch for ``steps`` optimizer steps; report the loss before and after.
 
-    Each step is the engine's own (:func:`~trainwell.engine.step.train_step`: autocast,
-    accumulation over ``micro_batches``, scaler, clipping), followed by a scheduler step.
-    The model stays in training mode throughout, so the final loss is measured the way
-    the step losses are (dropout on, batch norm on batch statistics). The losses stay on
-    the device and are read once at the end; on several processes they are averaged.
+    Each step is the engine's own (:class:`~trainwell.engine.step.Stepper`: the step
+    function under autocast, accumulation over ``micro_batches``, scaler, clipping),
+    followed by a scheduler step. The model stays in training mode throughout, so the
+    final loss is measured the way the step losses are (dropout on, batch norm on batch
+    statistics). The losses stay on the device and are read once at the end; on several
+    processes they are averaged.
 
     Args:
-        net: the model (or its DDP wrapper), in training mode.
-        micro_batches: the one batch, as the accumulation micro-batches, on the device.
-        loss_fn, optimizer, scheduler, precision, grad_clip: as the run uses them.
+        stepper: the run's optimizer step (model, step function, optimizer, precision).
+        micro_batches: the one batch, as the accumulation micro-batches.
+        scheduler: stepped after every optimizer step.
         steps: optimizer steps to take.
         place: the process's placement (default: one process).
 
     Example:
+        >>> from trainwell.engine.precision import Precision
+        >>> from trainwell.engine.step_fn import LossStep
         >>> torch.manual_seed(0)  # doctest: +ELLIPSIS
         <torch._C.Generator object at ...>
         >>> net = nn.Sequential(nn.Linear(4, 32), nn.ReLU(), nn.Linear(32, 3))
@@ -132,21 +131,24 @@ def overfit_one_batch(
         >>> opt = torch.optim.AdamW(net.parameters(), lr=1e-2)
         >>> sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: 1.0)
         >>> p = Precision.build("fp32", torch.device("cpu"))
-        >>> result = overfit_one_batch(net, batch, nn.CrossEntropyLoss(), opt, sched, p, 1.0, 100)
-        >>> result.passed
+        >>> stepper = Stepper(net, LossStep(nn.CrossEntropyLoss()), opt, p, 1.0,
+        ...                   torch.device("cpu"))
+        >>> overfit_one_batch(stepper, batch, sched, 100).passed
         True
     """
     assert steps > 0 and micro_batches
-    params = [p for p in net.parameters() if p.requires_grad]
-    first = micro_batches[0][0]
-    losses = torch.empty(steps + 1, device=first.device)
-    net.train()
+    # On the device once, not at every step.
+    micro_batches = [to_device(b, stepper.device) for b in micro_batches]
+    losses = torch.empty(steps + 1, device=stepper.device)
+    stepper.net.train()
     for i in range(steps):
-        losses[i] = train_step(net, micro_batches, loss_fn, optimizer, precision, grad_clip, params)
+        losses[i] = stepper(micro_batches)
         scheduler.step()
     # The loss after the last update: one more forward, no graph needed.
-    with torch.no_grad(), precision.autocast():
-        final = sum(loss_fn(net(x), y).float() for x, y in micro_batches) / len(micro_batches)
+    with torch.no_grad(), stepper.precision.autocast():
+        final = sum(
+            unpack(stepper.step_fn(stepper.net, b), 1)[0].float() for b in micro_batches
+        ) / len(micro_batches)
     losses[steps] = final
     # The one sync of the check.
     values = losses.tolist()

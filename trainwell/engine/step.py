@@ -1,78 +1,102 @@
-"""One optimizer step taken the engine's way, for the diagnostics that run beside the loop.
+"""One optimizer step, the engine's way: used by training, the overfit check and lr-find.
 
-The overfit-one-batch check (:mod:`trainwell.engine.overfit`) and the learning-rate range
-test (:mod:`trainwell.engine.lr_find`) must train exactly as ``trainwell train`` does, or
-what they report would not carry over to the real run. The main loop in
-:mod:`trainwell.engine.loop` spells the same sequence out inline, so that it reads top to
-bottom with its own bookkeeping (running sums, label checks, DDP checks) in between.
+zero grads -> per micro-batch: batch to the device, the step function under autocast,
+loss / accum, backward (through the GradScaler for fp16; DDP all-reduces on the last
+micro-batch only) -> unscale -> clip -> optimizer step. The scheduler is the caller's:
+training steps it per optimizer step, lr-find sets the lr itself.
+
+The same code for the three callers is the point: what the overfit check and the lr
+range test report carries over to the real run only if they train exactly as it does.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 from torch import nn
 
+from trainwell.engine.batch import sample_count, to_device
 from trainwell.engine.distributed import no_sync
+from trainwell.engine.metrics import MetricSums
 from trainwell.engine.precision import Precision
+from trainwell.engine.step_fn import StepFn, unpack
 
-Batch = tuple[torch.Tensor, torch.Tensor]
 
+@dataclass
+class Stepper:
+    """Takes optimizer steps: ``stepper(micro_batches, sums)`` is one.
 
-def train_step(
-    net: nn.Module,
-    micro_batches: Sequence[Batch],
-    loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
-    optimizer: torch.optim.Optimizer,
-    precision: Precision,
-    grad_clip: float,
-    params: Sequence[torch.Tensor],
-) -> torch.Tensor:
-    """One optimizer step over ``micro_batches`` (already on the device), as the loop takes it.
-
-    zero grads -> per micro-batch: forward under autocast, loss / accum, backward (through
-    the GradScaler for fp16; DDP syncs on the last micro-batch only) -> unscale -> clip
-    ``params`` to ``grad_clip`` (0: off) -> optimizer step. The scheduler is the caller's.
-
-    Returns:
-        The step's mean loss, detached and still on the device: reading it is the
-        caller's choice of sync point.
+    Attributes:
+        net: the model the step function gets (the DDP wrapper on several processes).
+        step_fn: ``step(model, batch) -> loss | {"loss": ..., ...}``.
+        optimizer, precision: the run's.
+        grad_clip: max global gradient norm (0: off).
+        device: where batches go.
+        inspect: called on each batch before it moves to the device (the label check of
+            the first epoch); ``None`` for nothing.
 
     Example:
+        >>> from trainwell.engine.step_fn import LossStep
         >>> net = nn.Linear(2, 2)
-        >>> opt = torch.optim.SGD(net.parameters(), lr=0.1)
-        >>> batch = (torch.ones(4, 2), torch.tensor([0, 1, 0, 1]))
-        >>> p = Precision.build("fp32", torch.device("cpu"))
-        >>> params = list(net.parameters())
-        >>> loss = train_step(net, [batch], nn.CrossEntropyLoss(), opt, p, 1.0, params)
-        >>> loss.requires_grad, loss.ndim
-        (False, 0)
+        >>> stepper = Stepper(net, LossStep(nn.CrossEntropyLoss()),
+        ...                   torch.optim.SGD(net.parameters(), lr=0.1),
+        ...                   Precision.build("fp32", torch.device("cpu")), 1.0,
+        ...                   torch.device("cpu"))
+        >>> sums = MetricSums(torch.device("cpu"))
+        >>> loss = stepper([(torch.ones(4, 2), torch.tensor([0, 1, 0, 1]))], sums)
+        >>> loss.requires_grad, sorted(sums.sums)
+        (False, ['loss'])
     """
-    assert micro_batches, "train_step needs at least one micro-batch"
-    optimizer.zero_grad(set_to_none=True)
-    accum = len(micro_batches)
-    total: torch.Tensor | None = None
-    for micro, (inputs, targets) in enumerate(micro_batches):
-        with no_sync(net, sync=micro == accum - 1):
-            with precision.autocast():
-                loss = loss_fn(net(inputs), targets)
-            # Mean over the whole batch: each micro-batch adds 1/accum.
-            scaled = loss / accum if accum > 1 else loss
-            if precision.scaler is not None:
-                precision.scaler.scale(scaled).backward()
-            else:
-                scaled.backward()
-        total = scaled.detach().float() if total is None else total + scaled.detach().float()
-    if precision.scaler is not None:
-        # Unscale first so that clipping sees the true gradient norm.
-        precision.scaler.unscale_(optimizer)
-    if grad_clip > 0:
-        nn.utils.clip_grad_norm_(params, grad_clip)
-    if precision.scaler is not None:
-        precision.scaler.step(optimizer)
-        precision.scaler.update()
-    else:
-        optimizer.step()
-    assert total is not None
-    return total
+
+    net: nn.Module
+    step_fn: StepFn
+    optimizer: torch.optim.Optimizer
+    precision: Precision
+    grad_clip: float
+    device: torch.device
+    inspect: Callable[[Any], None] | None = None
+    params: list[torch.Tensor] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.params = [p for p in self.net.parameters() if p.requires_grad]
+
+    def __call__(
+        self, micro_batches: Sequence[Any], sums: MetricSums | None = None
+    ) -> torch.Tensor:
+        """One optimizer step over ``micro_batches``; returns the mean loss (detached, on
+        the device: reading it is the caller's choice of sync point)."""
+        assert micro_batches, "an optimizer step needs at least one micro-batch"
+        self.optimizer.zero_grad(set_to_none=True)
+        accum = len(micro_batches)
+        scaler = self.precision.scaler
+        total: torch.Tensor | None = None
+        for i, batch in enumerate(micro_batches):
+            if self.inspect is not None:
+                self.inspect(batch)
+            batch = to_device(batch, self.device)
+            with no_sync(self.net, sync=i == accum - 1):
+                with self.precision.autocast():
+                    out = self.step_fn(self.net, batch)
+                loss, metrics, n = unpack(out, sample_count(batch))
+                # Mean over the whole batch: each micro-batch adds 1/accum.
+                scaled = loss / accum if accum > 1 else loss
+                (scaler.scale(scaled) if scaler is not None else scaled).backward()
+            if sums is not None:
+                sums.add(metrics, n)
+            part = scaled.detach().float()
+            total = part if total is None else total + part
+        if scaler is not None:
+            # Unscale first so that clipping sees the true gradient norm.
+            scaler.unscale_(self.optimizer)
+        if self.grad_clip > 0:
+            nn.utils.clip_grad_norm_(self.params, self.grad_clip)
+        if scaler is not None:
+            scaler.step(self.optimizer)
+            scaler.update()
+        else:
+            self.optimizer.step()
+        assert total is not None
+        return total

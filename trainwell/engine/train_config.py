@@ -1,11 +1,16 @@
-"""The training loop's own config (the loop itself is in :mod:`trainwell.engine.loop`)."""
+"""The training loop's own config (the loop itself is :class:`trainwell.engine.trainer.Trainer`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from trainwell._options import check, check_choice, option
 from trainwell.engine.precision import PRECISIONS
+from trainwell.imports import is_import_path
+
+# The losses train.loss names; anything else is an import path.
+LOSS_NAMES = ("cross_entropy", "mse", "l1", "smooth_l1", "bce_with_logits")
 
 
 @dataclass
@@ -18,7 +23,20 @@ class TrainConfig:
     grad_clip: float = option(1.0, "clip the gradients' global norm to this (0: off)")
     precision: str = option("auto", "auto, fp32, bf16 or fp16 (fp16 uses a GradScaler)")
     loss: str = option(
-        "cross_entropy", "cross_entropy, mse, or import path 'package.module:attr' of a loss"
+        "cross_entropy",
+        f"{', '.join(LOSS_NAMES)}, or import path 'package.module:attr' of a loss class or "
+        "function (used by the default step)",
+    )
+    loss_kwargs: dict[str, Any] = option(
+        {}, "keyword arguments for the loss (ignore_index, pos_weight, weight, reduction, ...)"
+    )
+    step: str = option(
+        "",
+        "import path 'package.module:fn' of a step function fn(model, batch) -> loss or "
+        "{'loss': ..., 'metric': ...}; empty: the loss on (input, target) batches",
+    )
+    eval_step: str = option(
+        "", "import path of the step for evaluation; empty: the training step, without grad"
     )
     label_smoothing: float = option(0.0, "label smoothing for cross_entropy")
     log_every: int = option(10, "log the training loss every this many optimizer steps")
@@ -41,3 +59,15 @@ class TrainConfig:
         )
         check(self.log_every > 0, "train.log_every", f"must be positive; got {self.log_every}")
         check(self.eval_every > 0, "train.eval_every", f"must be positive; got {self.eval_every}")
+        check(
+            self.loss in LOSS_NAMES or is_import_path(self.loss),
+            "train.loss",
+            f"unknown loss {self.loss!r}; built-in: {', '.join(LOSS_NAMES)}, or an import "
+            "path 'package.module:attr'",
+        )
+        for key, value in (("train.step", self.step), ("train.eval_step", self.eval_step)):
+            check(
+                not value or is_import_path(value),
+                key,
+                f"{value!r} is not an import path 'package.module:fn'",
+            )

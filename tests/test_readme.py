@@ -1,0 +1,67 @@
+"""Every example in the README runs as written (or is, line for line, in the file it names)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import REPO, read_summary, run_subprocess
+
+README = (REPO / "README.md").read_text()
+BLOCKS = re.findall(r"```(\w+)\n(.*?)```", README, flags=re.S)
+
+
+def block(lang: str, first_line: str) -> str:
+    found = [body for kind, body in BLOCKS if kind == lang and body.startswith(first_line)]
+    assert len(found) == 1, f"README: expected one {lang} block starting {first_line!r}"
+    return found[0]
+
+
+@pytest.mark.slow
+def test_train_your_own_model_runs_as_written(tmp_path):
+    (tmp_path / "models.py").write_text(block("python", "# models.py"))
+    (tmp_path / "my.yaml").write_text(block("yaml", "# my.yaml"))
+    commands = block("bash", "trainwell train --config my.yaml")
+    for line in commands.splitlines():
+        args = shlex.split(line.split("#")[0])
+        assert args[0] == "trainwell"
+        proc = run_subprocess([*args[1:], "train.precision=fp32"], tmp_path, timeout=300)
+        assert proc.returncode == 0, f"{line}\n{proc.stderr[-2000:]}"
+        if "--dry-run" in line:
+            assert "dry run" in proc.stdout
+    (run,) = (tmp_path / "runs").iterdir()  # the run of the first command
+    assert read_summary(run)["final"]["val/accuracy"] > 0.9
+    # The Python example, as written, next to models.py and my.yaml.
+    script = block("python", "import torch, trainwell\nfrom models import")
+    (tmp_path / "example.py").write_text(script)
+    env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{tmp_path}"}
+    proc = subprocess.run([sys.executable, "example.py"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert float(proc.stdout.split()[-1]) > 0.9  # the printed val/accuracy
+
+
+def test_task_snippets_are_the_example_files_line_for_line():
+    shown = 0
+    for lang, body in BLOCKS:
+        header = body.splitlines()[0] if body else ""
+        match = re.match(r"# (?:examples/tasks/)?(\w+\.(?:py|yaml))", header)
+        if lang not in ("python", "yaml") or not match:
+            continue
+        path = REPO / "examples" / "tasks" / match.group(1)
+        if not path.exists():
+            continue
+        source = path.read_text().splitlines()
+        at = 0
+        for line in body.splitlines()[1:]:
+            if not line.strip():
+                continue
+            assert line in source[at:], f"README line not in {path.name} (in order): {line!r}"
+            at = source.index(line, at) + 1
+        shown += 1
+    assert shown >= 8  # every task kind, the step section's excerpt included

@@ -1,0 +1,103 @@
+"""A user step in real processes: SIGKILL then exact resume, and DDP parity on 2 processes."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.conftest import REPO, read_summary
+from trainwell.engine.checkpoint import load_checkpoint
+
+CODE = "tests.tasks_code"
+# Dict batches with string ids, a padding collate, two extra metrics (one a ratio).
+LM = [
+    f"data.name={CODE}:make_lm_data",
+    f"data.collate={CODE}:pad",
+    f"model.name={CODE}:make_lm",
+    f"train.step={CODE}:lm_step",
+    "data.batch_size=16",
+    "train.epochs=12",
+    "train.log_every=4",
+    "train.precision=fp32",
+    "checkpoint.every_steps=3",
+    "checkpoint.keep_last=2",
+]
+
+
+def trainwell_proc(args: list[str], cwd: Path, **kw) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    return subprocess.Popen([sys.executable, "-m", "trainwell", *args], cwd=cwd, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            **kw)  # fmt: skip
+
+
+def run_to_end(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    proc = trainwell_proc(args, cwd)
+    out, err = proc.communicate(timeout=240)
+    return subprocess.CompletedProcess(args, proc.returncode, out, err)
+
+
+@pytest.mark.slow
+def test_user_step_resumes_bit_identically_after_sigkill(tmp_path):
+    ref = run_to_end(["train", *LM, f"run.dir={tmp_path / 'ref'}"], tmp_path)
+    assert ref.returncode == 0, ref.stderr[-2000:]
+    run = tmp_path / "crashy"
+    rng = random.Random(1)
+    kills = 0
+    for plan in ["kill", "kill", "kill", None]:
+        proc = trainwell_proc(["train", *LM, f"run.dir={run}", "--resume", "auto"], tmp_path)
+        try:
+            deadline = time.time() + 60
+            while plan and proc.poll() is None and time.time() < deadline:
+                if any((run / "checkpoints").glob("step-*.pt")):
+                    time.sleep(rng.uniform(0.0, 0.4))
+                    proc.send_signal(signal.SIGKILL)
+                    kills += proc.wait(timeout=30) == -signal.SIGKILL
+                    break
+                time.sleep(0.005)
+            out, err = proc.communicate(timeout=240)
+        finally:
+            proc.kill()
+    assert proc.returncode == 0, err[-2000:]
+    assert kills >= 2, "the kills landed after the run had finished: make the run longer"
+    assert read_summary(run)["final"] == read_summary(tmp_path / "ref")["final"]
+    a = load_checkpoint(run / "checkpoints" / "last.pt")
+    b = load_checkpoint(tmp_path / "ref" / "checkpoints" / "last.pt")
+    for name, tensor in a["model"].items():
+        assert torch.equal(tensor, b["model"][name]), name
+    for key in ("window", "epoch_sums"):  # the running sums of the metrics, too
+        for name, total in b["loop"][key]["sums"].items():
+            assert torch.equal(a["loop"][key]["sums"][name], total), (key, name)
+    csv_a = (run / "metrics.csv").read_text()
+    assert csv_a == (tmp_path / "ref" / "metrics.csv").read_text()
+    assert ",train,token_acc," in csv_a and ",val,ppl," in csv_a
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not torch.distributed.is_available(), reason="no torch.distributed")
+def test_user_step_on_two_processes_trains_what_one_process_trains(tmp_path):
+    args = [f"data.name={CODE}:make_regression", f"model.name={CODE}:make_regressor",
+            f"train.step={CODE}:regression_step", "data.batch_size=32", "train.epochs=3",
+            "train.grad_accum_steps=2", "train.precision=fp32", "doctor.enabled=false"]  # fmt: skip
+    two = run_to_end(["train", "--nproc", "2", *args, f"run.dir={tmp_path / 'two'}"], tmp_path)
+    assert two.returncode == 0, two.stderr[-3000:]
+    one = run_to_end(["train", *args, f"run.dir={tmp_path / 'one'}"], tmp_path)
+    assert one.returncode == 0, one.stderr[-3000:]
+    a = load_checkpoint(tmp_path / "two" / "checkpoints" / "last.pt")["model"]
+    b = load_checkpoint(tmp_path / "one" / "checkpoints" / "last.pt")["model"]
+    for name, tensor in b.items():
+        torch.testing.assert_close(a[name], tensor, rtol=1e-5, atol=1e-6)
+    final_two = read_summary(tmp_path / "two")["final"]
+    final_one = read_summary(tmp_path / "one")["final"]
+    assert final_two.keys() == final_one.keys() >= {"train/mae", "val/mae", "val/loss"}
+    for key, value in final_one.items():
+        # Every sample counted once over the ranks: the same means, to rounding.
+        assert final_two[key] == pytest.approx(value, rel=1e-5), key

@@ -1,0 +1,176 @@
+"""What a checkpoint holds, how it is written from rank 0, and how a run resumes from it.
+
+As with torchtitan's ``Stateful``, a checkpoint is a dict of the stateful objects'
+``state_dict()``s (model, optimizer, scheduler, GradScaler, early stopping), the loop's
+counters and running sums, every rank's RNG state and the config: tensors and plain
+containers only, so it loads with ``torch.load(weights_only=True)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+import trainwell
+from trainwell.config import Config, to_dict
+from trainwell.engine import checkpoint as ckpt
+from trainwell.engine.distributed import Placement, any_process, gather_objects
+from trainwell.engine.early_stopping import EarlyStopping
+from trainwell.engine.precision import Precision
+from trainwell.engine.resume import find as find_checkpoint
+from trainwell.engine.rundir import RunDir
+from trainwell.engine.state import LoopState, restore_rng, rng_state
+from trainwell.errors import UserError
+
+
+@dataclass
+class Checkpointer:
+    """The run's stateful objects, saved and restored together.
+
+    Example (the full cycle is in ``tests/test_resume.py``)::
+
+        ckpt = Checkpointer(cfg, place, model, optimizer, scheduler, precision, stopper, loop)
+        ckpt.save(run, ["last.pt"])
+        ckpt.load_state_dict(load_checkpoint(run.checkpoints / "last.pt"))
+    """
+
+    cfg: Config
+    place: Placement
+    model: nn.Module
+    optimizer: torch.optim.Optimizer
+    scheduler: Any
+    precision: Precision
+    stopper: EarlyStopping
+    loop: LoopState
+
+    def __post_init__(self) -> None:
+        # The config does not change during a run; converting it costs milliseconds.
+        self.config_dict = to_dict(self.cfg)
+
+    def state_dict(self) -> dict[str, Any]:
+        scaler = self.precision.scaler
+        loop = self.loop
+        return {
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "scaler": scaler.state_dict() if scaler is not None else None,
+            "step": loop.step,
+            "epoch": loop.epoch,
+            # The data order is a function of (seed, epoch), so the seed, the epoch and the
+            # optimizer steps already taken in it are all it takes to replay the rest.
+            "data": {
+                "seed": self.cfg.run.seed,
+                "epoch": loop.epoch,
+                "steps_into_epoch": loop.steps_into_epoch,
+            },
+            "loop": loop.state_dict(),
+            "early_stop": self.stopper.state_dict(),
+            "best": dict(loop.best),
+            "metrics": dict(loop.metrics),
+            "rng": rng_state(),
+            "config": self.config_dict,
+            "versions": {"trainwell": trainwell.__version__, "torch": str(torch.__version__)},
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore everything but the RNGs (:meth:`restore_rng`, called last of all)."""
+        try:
+            self.model.load_state_dict(state["model"])
+        except RuntimeError as exc:
+            detail = " ".join(str(exc).split())[:300]
+            raise UserError(f"the checkpoint does not fit this model: {detail}") from None
+        try:
+            self.optimizer.load_state_dict(state["optimizer"])
+        except (ValueError, KeyError) as exc:
+            raise UserError(f"the checkpoint's optimizer state does not fit: {exc}") from None
+        self._load_scheduler(state["scheduler"])
+        if self.precision.scaler is not None and state.get("scaler"):
+            self.precision.scaler.load_state_dict(state["scaler"])
+        self.stopper.load_state_dict(state["early_stop"])
+        loop = state.get("loop") or {}
+        if "window" in loop:
+            self.loop.load_state_dict(loop)
+        else:  # a checkpoint from before the running sums were saved per metric
+            self.loop.step, self.loop.epoch = int(state["step"]), int(state["epoch"])
+            self.loop.epoch_start_step = self.loop.step - int(state["data"]["steps_into_epoch"])
+            self.loop.best = dict(state.get("best") or {})
+            self.loop.metrics = {k: float(v) for k, v in (state.get("metrics") or {}).items()}
+
+    def _load_scheduler(self, saved: dict[str, Any]) -> None:
+        lambdas = getattr(self.scheduler, "lr_lambdas", None)
+        if not isinstance(self.scheduler, torch.optim.lr_scheduler.LambdaLR) or lambdas is None:
+            self.scheduler.load_state_dict(saved)
+            return
+        base_lrs = list(self.scheduler.base_lrs)
+        self.scheduler.load_state_dict(saved)
+        # The configured lr and schedule win: a deliberate change of optim.lr or of the
+        # run's length takes effect from the next step. Unchanged, this recomputes the
+        # very same lr that LambdaLR would (base_lr * factor(step)).
+        self.scheduler.base_lrs = base_lrs
+        for group, base, fn in zip(self.optimizer.param_groups, base_lrs, lambdas):
+            group["initial_lr"] = base
+            group["lr"] = base * fn(self.scheduler.last_epoch)
+
+    def restore_rng(self, state: dict[str, Any]) -> None:
+        """This rank's RNGs as saved; last of all, so that set-up shifts no random stream."""
+        per_rank = state.get("rng_per_rank") or []
+        ok = len(per_rank) == self.place.world_size
+        restore_rng(per_rank[self.place.rank] if ok else state["rng"])
+
+    def save(self, run: RunDir, names: list[str]) -> None:
+        """Write checkpoints from rank 0 while the other ranks wait for the outcome.
+
+        Every rank's RNG state goes in (exact resume on N processes). A write that fails
+        (a full disk, no permission) stops every rank with a clear error, never a hang;
+        the previous file of that name is intact.
+        """
+        place = self.place
+        rngs = gather_objects(rng_state(), place) if place.distributed else None
+        error = None
+        if place.is_main:
+            state = self.state_dict()
+            # How many metric rows belong to this state: a resume drops the rest. They are
+            # on disk before the checkpoint that counts them.
+            run.flush()
+            state["log_rows"] = len(run.rows)
+            if rngs is not None:
+                state["rng_per_rank"] = rngs
+            try:
+                for name in names:
+                    ckpt.save_atomic(state, run.checkpoints / name)
+            except OSError as exc:
+                error = str(exc)
+        if any_process(error is not None, place):
+            raise UserError(error or "rank 0 could not write a checkpoint (see its error)")
+
+    def load_best_weights(self, run: RunDir) -> str:
+        """Put the best checkpoint's weights in the model; says whose weights it holds."""
+        best = run.checkpoints / "best.pt"
+        if not best.exists():
+            return f"last (step {self.loop.step})"
+        state = ckpt.load_checkpoint(best)
+        self.model.load_state_dict(state["model"])
+        return f"best.pt (step {int(state['step'])})"
+
+
+def resume_point(
+    cfg: Config, resume: str | Path | None, say: Callable[[str], None]
+) -> tuple[Path, dict[str, Any]] | None:
+    """The checkpoint to continue from and its state; ``None`` to start afresh."""
+    if resume is None:
+        return None
+    if str(resume) == "auto":
+        if not cfg.run.dir:
+            raise UserError("--resume auto needs run.dir: the run directory to continue")
+        found = find_checkpoint(Path(cfg.run.dir), say=say)
+        if found is None:
+            say(f"no checkpoint in {cfg.run.dir}; starting from scratch")
+        return found
+    path = Path(resume)
+    return path, ckpt.load_checkpoint(path)

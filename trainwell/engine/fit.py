@@ -1,0 +1,299 @@
+"""``fit``: build the parts, resume, open the run, train, test with the best weights, finish.
+
+The loop itself is the :class:`~trainwell.engine.trainer.Trainer`; this module assembles
+its collaborators from the config and what the caller passed in, and owns the run's
+beginning and end (the run directory, the summary, the final test).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from torch import nn
+
+from trainwell.config import Config, check_warmup, load_config
+from trainwell.doctor.crash import explain as explain_crash
+from trainwell.doctor.findings import render
+from trainwell.doctor.frame import Doctor
+from trainwell.engine.checkpointer import Checkpointer, resume_point
+from trainwell.engine.distributed import (
+    DistConfig,
+    Placement,
+    barrier,
+    setup,
+    teardown,
+    unwrap,
+    wrap,
+)
+from trainwell.engine.dry_run import dry_run_report
+from trainwell.engine.early_stopping import EarlyStopping, resolve_monitor
+from trainwell.engine.loaders import TrainData, eval_loader
+from trainwell.engine.optim import build_optimizer, build_scheduler
+from trainwell.engine.overfit_run import overfit_run
+from trainwell.engine.parts import Given, Parts, build_parts
+from trainwell.engine.precision import Precision, resolve_precision
+from trainwell.engine.preflight import label_checker
+from trainwell.engine.progress import Progress, make_console
+from trainwell.engine.result import FitResult
+from trainwell.engine.resume import config_changes
+from trainwell.engine.run_files import finish, open_run_dir, start_summary
+from trainwell.engine.rundir import new_run_path
+from trainwell.engine.seeding import seed_everything
+from trainwell.engine.signals import Interrupted
+from trainwell.engine.state import LoopState
+from trainwell.engine.step import Stepper
+from trainwell.engine.step_fn import LossFn, StepFn
+from trainwell.engine.trainer import Evaluator, Trainer
+from trainwell.errors import UserError
+
+
+@dataclass
+class _Session:
+    cfg: Config
+    place: Placement
+    given: Given
+    resume: str | Path | None
+    console: Console
+    doc: Doctor | None
+
+
+def fit(
+    config: Config | str | Path | None = None,
+    *,
+    model: nn.Module | None = None,
+    train_data: Any = None,
+    val_data: Any = None,
+    test_data: Any = None,
+    loss_fn: LossFn | None = None,
+    step_fn: StepFn | None = None,
+    eval_step_fn: StepFn | None = None,
+    resume: str | Path | None = None,
+    dry_run: bool = False,
+    console: Console | None = None,
+) -> FitResult:
+    """Train a model as the config says; objects passed in replace the config's choices.
+
+    Args:
+        config: a :class:`~trainwell.config.Config`, a YAML path, or ``None`` for defaults.
+        model: an ``nn.Module`` to train instead of ``model.name``.
+        train_data, val_data, test_data: ``Dataset``, ``IterableDataset`` or ``DataLoader``
+            objects instead of ``data.name``; without ``val_data`` there is no validation.
+        loss_fn: ``loss_fn(outputs, targets) -> scalar`` instead of ``train.loss``, for
+            ``(input, target)`` batches.
+        step_fn: ``step(model, batch) -> loss | {"loss": loss, "metric": value}`` instead
+            of ``train.step``: the forward and loss of one micro-batch of any shape.
+        eval_step_fn: the step for evaluation (default: ``step_fn`` without grad).
+        resume: ``"auto"`` (the newest usable checkpoint of ``run.dir``, if any) or the
+            path of a checkpoint; the run continues exactly where it stopped.
+        dry_run: one step on a real batch and one eval batch, then stop; prints shapes
+            and parameter counts and writes nothing.
+        console: where progress goes (default: standard output).
+
+    Returns:
+        A :class:`FitResult` with the run directory, the final metrics and the model.
+
+    Example:
+        >>> import torch, trainwell
+        >>> from torch.utils.data import TensorDataset
+        >>> x, y = torch.randn(256, 4), torch.randn(256, 1)
+        >>> def step(model, batch):
+        ...     out = model(batch[0])
+        ...     loss = torch.nn.functional.mse_loss(out, batch[1])
+        ...     return {"loss": loss, "mae": (out - batch[1]).abs().mean()}
+        >>> cfg = trainwell.load_config(overrides=["train.epochs=2", "data.batch_size=32"])
+        >>> result = trainwell.fit(cfg, model=torch.nn.Linear(4, 1), step_fn=step,
+        ...                        train_data=TensorDataset(x, y), val_data=TensorDataset(x, y))
+        ... # doctest: +SKIP
+        >>> result.metrics["val/mae"]  # doctest: +SKIP
+    """
+    cfg = config if isinstance(config, Config) else load_config(config)
+    given = Given(model, train_data, val_data, test_data, loss_fn, step_fn, eval_step_fn)
+    place = setup(cfg.run.device, cfg.dist)
+    try:
+        # Only rank 0 talks; the others would repeat every line.
+        console = (console or make_console()) if place.is_main else make_console(quiet=True)
+        doc = None
+        if cfg.doctor.enabled and not dry_run:
+            # Findings print as they appear, and land in doctor.json with the run.
+            doc = Doctor(on_finding=lambda f: console.print(render(f), markup=False))
+        session = _Session(cfg, place, given, resume, console, doc)
+        with doc if doc is not None else contextlib.nullcontext():
+            result = _fit(session, dry_run)
+        # No rank leaves the group while another still works (rank 0 writes the summary
+        # and plots last): gloo aborts a process whose peer vanished mid-conversation.
+        barrier(place)
+        return result
+    finally:
+        teardown()
+
+
+def _fit(s: _Session, dry_run: bool) -> FitResult:
+    cfg, place = s.cfg, s.place
+    quiet = s.doc.muted if s.doc is not None else contextlib.nullcontext
+    parts = build_parts(cfg, place, s.given, quiet=quiet)
+    # DDP on several processes; `model` stays the raw module whose state is saved.
+    net = wrap(parts.model, place, cfg.dist)
+    if place.distributed:
+        # Same initial weights everywhere (DDP also broadcasts them), then a random
+        # stream per rank, so that dropout masks differ between ranks.
+        seed_everything(cfg.run.seed + 1_000_003 * place.rank)
+    data = TrainData.build(parts.splits.train, parts.loaders, place)
+    if cfg.doctor.overfit_batch and not dry_run:
+        # A diagnostic in place of training, with its own short loop, optimizer and schedule.
+        if s.resume is not None:
+            raise UserError("doctor.overfit_batch=true is a fresh check; it does not resume a run")
+        return overfit_run(cfg, place, net, parts, data, s.console, s.doc)
+    trainer = _assemble(s, parts, net, data)
+    if dry_run:
+        dry_run_report(s.console, cfg, parts, trainer)
+        return FitResult(run_dir=None, metrics={}, model=trainer.model)
+    _notes(s, data)
+    return _train(s, parts, trainer)
+
+
+def _total_steps(cfg: Config, data: TrainData) -> int:
+    if data.steps_per_epoch is None:
+        if not cfg.train.max_steps:
+            raise UserError(
+                "train.max_steps: the training data has no length (an IterableDataset or a "
+                "loader without __len__), so the schedule's length must be given; set "
+                "train.max_steps"
+            )
+        return cfg.train.max_steps
+    total = cfg.train.epochs * data.steps_per_epoch
+    return min(total, cfg.train.max_steps) if cfg.train.max_steps else total
+
+
+def _assemble(s: _Session, parts: Parts, net: nn.Module, data: TrainData) -> Trainer:
+    """The Trainer and its collaborators; nothing written yet (a dry run stops after)."""
+    cfg, place = s.cfg, s.place
+    model = unwrap(net)
+    total_steps = _total_steps(cfg, data)
+    check_warmup(cfg.sched.warmup_steps, total_steps)
+    optimizer = build_optimizer(cfg.optim, model)
+    scheduler = build_scheduler(cfg.sched, optimizer, total_steps)
+    precision = Precision.build(resolve_precision(cfg.train.precision, place.device), place.device)
+    has_val = parts.splits.val is not None
+    monitor, mode = resolve_monitor(cfg.early_stop, has_val, parts.task.classification)
+    stopper = EarlyStopping(monitor, mode, cfg.early_stop.patience, cfg.early_stop.min_delta)
+    loop = LoopState(place.device)
+    return Trainer(
+        cfg=cfg,
+        place=place,
+        model=model,
+        data=data,
+        stepper=Stepper(net, parts.steps.train, optimizer, precision, cfg.train.grad_clip,
+                        place.device),  # fmt: skip
+        scheduler=scheduler,
+        stopper=stopper,
+        monitor=monitor,
+        loop=loop,
+        checkpointer=Checkpointer(cfg, place, model, optimizer, scheduler, precision, stopper,
+                                  loop),  # fmt: skip
+        run=None,  # type: ignore[arg-type]  # opened by _train, after the resume point
+        progress=None,  # type: ignore[arg-type]
+        evaluator=Evaluator(model, parts.steps.eval, precision, place),
+        val_loader=eval_loader(parts.splits.val, parts.loaders, place),
+        total_steps=total_steps,
+        check_labels=label_checker(parts.task, parts.splits.train),
+    )
+
+
+def _notes(s: _Session, data: TrainData) -> None:
+    say = s.console.print
+    if not s.place.distributed and s.cfg.dist != DistConfig():
+        say("[yellow]warning[/]: dist.* settings have no effect with one process")
+    if not data.owned:
+        say("[yellow]note[/]: training on the DataLoader the data gave: its batch size is "
+            "used as it is (data.batch_size is not split), and an exact resume mid-epoch "
+            "needs the engine's own loader (return a Dataset)", soft_wrap=True)  # fmt: skip
+    elif data.sampler is None and s.place.distributed:
+        say("[yellow]note[/]: an IterableDataset on several processes must shard itself "
+            "by rank (torch.distributed.get_rank()); every rank iterates it whole otherwise",
+            soft_wrap=True)  # fmt: skip
+
+
+def _train(s: _Session, parts: Parts, trainer: Trainer) -> FitResult:
+    cfg, place, console = s.cfg, s.place, s.console
+    resumed = resume_point(cfg, s.resume, lambda m: console.print(m, markup=False))
+    run_path = new_run_path(cfg.run, cfg.run.name or parts.name)
+    if resumed is not None and not cfg.run.dir and resumed[0].parent.name == "checkpoints":
+        run_path = resumed[0].parent.parent  # --resume PATH continues PATH's own run
+    ckpt = trainer.checkpointer
+    if resumed is not None:
+        for change in config_changes(resumed[1]["config"], ckpt.config_dict):
+            console.print(f"config changed since the checkpoint: {change}", highlight=False)
+        ckpt.load_state_dict(resumed[1])
+        console.print(f"resuming from {resumed[0]} at step {trainer.loop.step}", highlight=False)
+    trainer.run = run = open_run_dir(cfg, run_path, s.resume, resumed, place)
+    summary = start_summary(trainer, resumed[0] if resumed else None)
+    run.write_summary(summary)
+    console.print(
+        f"[bold]trainwell[/] run [cyan]{run.path}[/]: {_plan(cfg, trainer)}, "
+        f"{trainer.stepper.precision.name} on {place.device}",
+        highlight=False,
+    )
+    if resumed is not None:
+        # Last of all: set-up above must not shift the random streams the run continues.
+        ckpt.restore_rng(resumed[1])
+    trainer.progress = Progress(console, trainer.total_steps, trainer.loop.step)
+    started = time.time()
+    try:
+        summary["stop_reason"] = trainer.train(resumed is not None)
+    except BaseException as exc:
+        _fail(s, trainer, summary, started, exc)
+        raise
+    trainer.progress.close()
+    summary["weights"] = ckpt.load_best_weights(run)
+    test = eval_loader(parts.splits.test, parts.loaders, place)
+    if test is not None:
+        for name, value in trainer.evaluator(test).items():
+            trainer.loop.metrics[f"test/{name}"] = value
+            run.log(trainer.loop.step, trainer.loop.epoch, "test", name, value)
+    finish(run, summary, "completed", trainer, started, s.doc)
+    shown = ", ".join(f"{k} {v:.4f}" for k, v in trainer.loop.metrics.items())
+    console.print(f"[green]done[/] in {summary['wall_time_s']:.1f}s: {shown}", highlight=False)
+    console.print(f"run directory: {run.path}", highlight=False)
+    return FitResult(run.path, dict(trainer.loop.metrics), summary, trainer.model)
+
+
+def _plan(cfg: Config, trainer: Trainer) -> str:
+    data = trainer.data
+    epochs = f"{cfg.train.epochs} epochs x {data.steps_per_epoch} steps"
+    if data.steps_per_epoch is None:
+        epochs = f"{trainer.total_steps} steps"
+    if not data.owned:
+        return f"{epochs}, the data's own DataLoader x {cfg.train.grad_accum_steps} accum"
+    return (
+        f"{epochs}, batch {cfg.data.batch_size} ({data.micro_batch} x "
+        f"{cfg.train.grad_accum_steps} accum x {trainer.place.world_size} proc)"
+    )
+
+
+def _fail(
+    s: _Session, trainer: Trainer, summary: dict[str, Any], started: float, exc: BaseException
+) -> None:
+    """Leave the run directory telling the truth: interrupted (resumable) or failed."""
+    trainer.progress.close()
+    run = trainer.run
+    if isinstance(exc, KeyboardInterrupt):
+        if isinstance(exc, Interrupted) and not exc.abort:
+            # Raised at a step boundary: this state resumes exactly. An abort (a second
+            # signal) or a bare Ctrl-C may have come mid-step: keep the last checkpoint.
+            trainer.checkpointer.save(run, ["last.pt"])
+        finish(run, summary, "interrupted", trainer, started, s.doc)
+        s.console.print(
+            f"[yellow]interrupted[/] at step {trainer.loop.step}; resume with:\n  trainwell "
+            f"train --config {run.path / 'config.yaml'} run.dir={run.path} --resume auto",
+            highlight=False,
+        )
+        return
+    summary["error"] = f"{type(exc).__name__}: {exc}"
+    if s.doc is not None:
+        explain_crash(s.doc, exc)
+    finish(run, summary, "failed", trainer, started, s.doc)

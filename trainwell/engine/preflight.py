@@ -1,0 +1,178 @@
+"""A dry step on the first two training samples, before anything is written or trained.
+
+What can be checked up front is checked here, so bad input stops with one line instead
+of failing mid-run: a step that returns no loss, a loss that is not a scalar or is
+detached from the model, a metric that is not a scalar tensor; for the step built from a
+loss, class targets outside the model's outputs (a loss's ``ignore_index`` is not out of
+range) and output/target shapes that the loss would broadcast (``(N, 1)`` against
+``(N,)`` in MSE makes an ``(N, N)`` difference and a useless model).
+
+Nothing of the run changes: the RNGs, the module modes and buffers (batch-norm
+statistics) are put back, and no gradient is kept.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from trainwell.data import DataSplits, check_labels, targets_of
+from trainwell.engine.batch import sample_count, to_device
+from trainwell.engine.step_fn import (
+    StepError,
+    Steps,
+    ignore_index_of,
+    is_class_target,
+    split_pair,
+    unpack,
+)
+from trainwell.errors import UserError
+
+
+@dataclass
+class Task:
+    """What the dry step learned about the task (the loss-built step's checks only).
+
+    Attributes:
+        classification: outputs ``(N, C, ...)`` against integer targets ``(N, ...)``.
+        num_classes: ``C``, for classification.
+        ignore_index: the target value the loss skips, if any.
+    """
+
+    classification: bool = False
+    num_classes: int | None = None
+    ignore_index: int | None = None
+
+
+def preflight(
+    model: nn.Module,
+    steps: Steps,
+    splits: DataSplits,
+    device: torch.device,
+    first_batch: Callable[[], Any],
+) -> Task:
+    """The dry step on ``first_batch()``: checks the step's outputs (or, for the step built
+    from a loss, the shapes and labels)."""
+    with _untouched(model):
+        batch = to_device(first_batch(), device)
+        if steps.default:
+            return _check_loss_step(model, steps, splits, batch)
+        _check_user_step(model, steps, batch)
+    return Task()
+
+
+@contextlib.contextmanager
+def _untouched(model: nn.Module) -> Iterator[None]:
+    """RNGs, module modes and buffers as they were before, whatever runs inside."""
+    py_state, np_state = random.getstate(), np.random.get_state()
+    modes = {m: m.training for m in model.modules()}
+    buffers = {name: b.detach().clone() for name, b in model.named_buffers()}
+    devices = [torch.cuda.current_device()] if torch.cuda.is_initialized() else []
+    try:
+        with torch.random.fork_rng(devices=devices):
+            yield
+    finally:
+        random.setstate(py_state)
+        np.random.set_state(np_state)
+        for module, training in modes.items():
+            module.training = training
+        with torch.no_grad():
+            for name, b in model.named_buffers():
+                if name in buffers:
+                    b.copy_(buffers[name])
+        model.zero_grad(set_to_none=True)
+
+
+def _check_loss_step(model: nn.Module, steps: Steps, splits: DataSplits, batch: Any) -> Task:
+    inputs, targets = split_pair(batch)
+    loss_fn = steps.loss_fn
+    model.eval()
+    with torch.inference_mode():
+        outputs = model(inputs)
+    ignore = ignore_index_of(loss_fn)
+    if is_class_target(outputs, targets):
+        num_classes = int(outputs.shape[1])
+        for split, ds in (("train", splits.train), ("val", splits.val), ("test", splits.test)):
+            check_labels(ds, num_classes, split, ignore)
+        return Task(True, num_classes, ignore)
+    _check_broadcast(outputs, targets)
+    return Task(False, None, ignore)
+
+
+def _check_broadcast(outputs: Any, targets: Any) -> None:
+    """Refuse regression shapes that a loss would broadcast into a different shape."""
+    if not (isinstance(outputs, torch.Tensor) and isinstance(targets, torch.Tensor)):
+        return
+    if not targets.is_floating_point() or outputs.shape == targets.shape:
+        return
+    try:
+        broadcast = torch.broadcast_shapes(outputs.shape, targets.shape)
+    except RuntimeError:
+        broadcast = None
+    if broadcast == outputs.shape:
+        return  # targets shared over the batch: deliberate, and the loss keeps its shape
+    fix = (
+        "squeeze the outputs (outputs.squeeze(-1)) or unsqueeze the targets"
+        if outputs.numel() == targets.numel()
+        else "make the model output the targets' shape"
+    )
+    n = outputs.shape[0] if outputs.ndim else None
+    raise UserError(
+        f"train.loss: the model outputs {_shape(outputs.shape, n)} but the targets are "
+        f"{_shape(targets.shape, n)}; the loss would "
+        + (f"broadcast them to {_shape(broadcast, n)}" if broadcast else "fail on them")
+        + f" and train a useless model: {fix}"
+    )
+
+
+def _shape(shape: tuple[int, ...], n: int | None) -> str:
+    """``(N, 1)``: the batch size (the dry step's, not training's) shown as N."""
+    dims = ["N" if d == n else str(d) for d in shape]
+    return "(" + ", ".join(dims) + ("," if len(dims) == 1 else "") + ")"
+
+
+def _check_user_step(model: nn.Module, steps: Steps, batch: Any) -> None:
+    model.train()
+    loss, _, _ = unpack(steps.train(model, batch), sample_count(batch), "train.step")
+    if not loss.requires_grad:
+        raise StepError(
+            "train.step: the loss does not depend on any trainable parameter (it was "
+            "detached: .item(), .detach(), torch.no_grad() in the step, or a frozen model)"
+        )
+    del loss
+    if steps.eval is not steps.train:
+        model.eval()
+        with torch.inference_mode():
+            unpack(steps.eval(model, batch), sample_count(batch), "train.eval_step")
+
+
+def label_checker(task: Task, train: Any) -> Callable[[Any], None] | None:
+    """A check of each batch's class targets, for data sets that could not show them up
+    front (no ``.targets``); ``None`` when there is nothing left to check."""
+    if task.num_classes is None or targets_of(train) is not None:
+        return None
+    num_classes, ignore = task.num_classes, task.ignore_index
+
+    def check(batch: Any) -> None:
+        # Targets are still on the CPU here: reading them costs no device sync.
+        targets = split_pair(batch)[1]
+        if not isinstance(targets, torch.Tensor) or targets.is_floating_point():
+            return
+        bad = (targets < 0) | (targets >= num_classes)
+        if ignore is not None:
+            bad &= targets != ignore
+        if bool(bad.any()):
+            raise UserError(
+                f"labels out of range: a training batch holds targets "
+                f"{sorted(set(targets[bad].tolist()))[:5]} outside [0, {num_classes}) (the "
+                f"model has {num_classes} outputs)"
+            )
+
+    return check

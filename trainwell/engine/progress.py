@@ -1,0 +1,77 @@
+"""Progress: a rich progress bar on a terminal; one plain line per epoch otherwise.
+
+Without a terminal (CI logs, ``nohup``, a pipe) nothing is ever wrapped: a console made
+by :func:`make_console` keeps every line whole, the resume command included.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import IO
+
+from rich.console import Console
+
+
+def make_console(file: IO[str] | None = None, quiet: bool = False) -> Console:
+    """A console that wraps lines only on a terminal (never in logs and pipes).
+
+    Example:
+        >>> import io
+        >>> out = io.StringIO()
+        >>> make_console(out).print("x" * 120)
+        >>> len(out.getvalue().splitlines()[0])
+        120
+    """
+    stream = file if file is not None else sys.stdout
+    terminal = hasattr(stream, "isatty") and stream.isatty()
+    return Console(file=file, quiet=quiet, soft_wrap=not terminal)
+
+
+class Progress:
+    """A rich progress bar on a terminal; one plain line per epoch otherwise (CI logs)."""
+
+    def __init__(self, console: Console, total: int, start: int = 0) -> None:
+        self.console = console
+        self.bar = None
+        if console.is_terminal:
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeRemainingColumn,
+            )
+
+            self.bar = Progress(
+                TextColumn("epoch {task.fields[epoch]}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("loss {task.fields[loss]} lr {task.fields[lr]} {task.fields[rate]}"),
+                TimeRemainingColumn(),
+                console=console,
+                transient=True,
+            )
+            self.task = self.bar.add_task(
+                "train", total=total, completed=start, epoch=0, loss="-", lr="-", rate=""
+            )
+            self.bar.start()
+
+    def update(self, step: int, epoch: int, loss: float, lr: float, rate: float) -> None:
+        if self.bar is not None:
+            self.bar.update(
+                self.task,
+                completed=step,
+                epoch=epoch + 1,
+                loss=f"{loss:.4f}",
+                lr=f"{lr:.2e}",
+                rate=f"{rate:,.0f} samples/s",
+            )
+
+    def epoch_line(self, epoch: int, epochs: int, step: int, metrics: dict[str, float]) -> None:
+        shown = "  ".join(f"{k} {v:.4f}" for k, v in metrics.items() if not k.startswith("test/"))
+        self.console.print(f"epoch {epoch + 1}/{epochs}  step {step}  {shown}", highlight=False)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+            self.bar = None

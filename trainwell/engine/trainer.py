@@ -1,0 +1,248 @@
+"""The training loop, read top to bottom: ``train()`` over ``train_step()`` and ``end_of_epoch()``.
+
+::
+
+    for epoch:
+        for optimizer step:
+            train_step: zero grads -> [micro-batch: step function under autocast -> loss /
+                        accum -> backward] -> unscale -> clip -> optimizer step -> scheduler
+            after_step: log every N steps -> step-N checkpoint -> honour a signal
+        end_of_epoch: evaluate -> best checkpoint -> last checkpoint -> early stopping
+
+Metrics stay on the device between log points: ``.item()`` forces a CPU-GPU sync, so it
+runs every ``train.log_every`` steps, not every step.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+from torch.utils.data import DataLoader
+
+from trainwell.config import Config
+from trainwell.engine import checkpoint as ckpt
+from trainwell.engine.batch import sample_count, to_device
+from trainwell.engine.checkpointer import Checkpointer
+from trainwell.engine.distributed import Placement, any_process
+from trainwell.engine.early_stopping import EarlyStopping
+from trainwell.engine.loaders import TrainData
+from trainwell.engine.metrics import MetricSums
+from trainwell.engine.optim import steps_per_eval
+from trainwell.engine.precision import Precision
+from trainwell.engine.progress import Progress
+from trainwell.engine.rundir import RunDir
+from trainwell.engine.signals import GracefulStop, Interrupted
+from trainwell.engine.state import LoopState
+from trainwell.engine.step import Stepper
+from trainwell.engine.step_fn import StepFn, unpack
+from trainwell.errors import UserError
+
+
+@dataclass
+class Trainer:
+    """The loop and its collaborators, called at named points in order.
+
+    ``fit`` builds it (:mod:`trainwell.engine.fit`); ``train()`` runs the epochs and
+    returns why it stopped. The loop's state is ``loop`` (counters and running sums),
+    saved with everything else by ``checkpointer``.
+    """
+
+    cfg: Config
+    place: Placement
+    model: nn.Module
+    data: TrainData
+    stepper: Stepper
+    scheduler: Any
+    stopper: EarlyStopping
+    monitor: str
+    loop: LoopState
+    checkpointer: Checkpointer
+    run: RunDir
+    progress: Progress
+    evaluator: Evaluator
+    val_loader: DataLoader | None
+    total_steps: int
+    check_labels: Callable[[Any], None] | None = None
+    train_time: float = 0.0
+    samples: int = 0
+    _ddp_checked: bool = field(default=False, repr=False)
+    _epoch_started: float = field(default=0.0, repr=False)
+
+    def train(self, resumed: bool) -> str:
+        """Epochs of optimizer steps until the schedule ends, max_steps or early stopping."""
+        epoch, skip = self._start(resumed)
+        crash_at = _test_crash_step(self.place)
+        with GracefulStop() as stop:
+            while epoch < self.cfg.train.epochs and not self.stopper.should_stop:
+                if self.loop.step >= self.total_steps and not skip:
+                    break
+                self.loop.start_epoch(epoch, skip)
+                self.model.train()
+                # Labels the data set could not show up front are checked in the first epoch.
+                self.stepper.inspect = self.check_labels if epoch == 0 else None
+                self._epoch_started = started = time.perf_counter()
+                left = self.total_steps - self.loop.step
+                for micro_batches in itertools.islice(self.data.epoch(epoch, skip), left):
+                    self.train_step(micro_batches)
+                    if self.loop.step == crash_at:
+                        os._exit(13)
+                    self.after_step(stop)
+                self.train_time += time.perf_counter() - started
+                self.end_of_epoch(epoch)
+                self._stop_if_requested(stop)
+                epoch, skip = epoch + 1, 0
+        if self.stopper.should_stop:
+            return f"early stop: no better {self.monitor} in {self.stopper.patience} evals"
+        max_steps = self.cfg.train.max_steps
+        return "max_steps" if max_steps and self.loop.step >= max_steps else "epochs"
+
+    def train_step(self, micro_batches: list[Any]) -> None:
+        """One optimizer step (the engine's :class:`~trainwell.engine.step.Stepper`), the
+        scheduler's step, and the counters."""
+        self.stepper(micro_batches, self.loop.window)
+        if self.place.distributed and not self._ddp_checked:
+            _check_all_params_got_grads(self.model, self.cfg)
+            self._ddp_checked = True
+        if not steps_per_eval(self.scheduler):
+            self.scheduler.step()
+        self.loop.step += 1
+        self.samples += sum(sample_count(b) for b in micro_batches) * self.place.world_size
+
+    def after_step(self, stop: GracefulStop) -> None:
+        """Log at log points, write step-N checkpoints, honour a signal at this boundary."""
+        step, train = self.loop.step, self.cfg.train
+        if step % train.log_every == 0 or step == self.total_steps:
+            self.log_window()
+        every = self.cfg.checkpoint.every_steps
+        if every and step % every == 0:
+            self.checkpointer.save(self.run, [f"step-{step}.pt"])
+            if self.place.is_main:
+                ckpt.rotate(self.run.checkpoints, self.cfg.checkpoint.keep_last)
+        # On several processes the ranks must agree on the step to stop at, which takes a
+        # collective (a device sync on CUDA): only at log points, where the loop syncs anyway.
+        if step % (train.log_every if self.place.distributed else 1) == 0:
+            self._stop_if_requested(stop)
+
+    def log_window(self) -> None:
+        """The window's means (its one sync), to metrics.csv and the progress line."""
+        means = self.loop.window.means(self.place)
+        self.loop.close_window()
+        step, epoch = self.loop.step, self.loop.epoch
+        lr = self.stepper.optimizer.param_groups[0]["lr"]
+        # The loss first, then the step's own metrics, then the lr (the rows' order is stable).
+        for name in sorted(means, key=lambda n: (n != "loss", n)):
+            self.run.log(step, epoch, "train", name, means[name])
+        self.run.log(step, epoch, "train", "lr", lr)
+        elapsed = self.train_time + time.perf_counter() - self._epoch_started
+        rate = self.samples / max(elapsed, 1e-9)
+        self.progress.update(step, epoch, means.get("loss", float("nan")), lr, rate)
+
+    def end_of_epoch(self, epoch: int) -> None:
+        """Evaluate, keep the best, write last.pt, and let early stopping judge."""
+        loop = self.loop
+        loop.close_window()
+        fresh = {f"train/{k}": v for k, v in loop.epoch_sums.means(self.place).items()}
+        finished = loop.step >= self.total_steps or epoch == self.cfg.train.epochs - 1
+        if self.val_loader is not None and (
+            (epoch + 1) % self.cfg.train.eval_every == 0 or finished
+        ):
+            for name, value in self.evaluator(self.val_loader).items():
+                fresh[f"val/{name}"] = value
+                self.run.log(loop.step, epoch, "val", name, value)
+        loop.metrics.update(fresh)
+        self.run.flush()
+        # Only a metric computed this epoch counts towards the best and patience.
+        improved = self.monitor in fresh and self.stopper.update(fresh[self.monitor])
+        if improved:
+            loop.best = {"metric": self.monitor, "value": fresh[self.monitor],
+                         "step": loop.step, "epoch": epoch}  # fmt: skip
+        if steps_per_eval(self.scheduler) and self.monitor in fresh:
+            self.scheduler.step(fresh[self.monitor])
+        loop.epoch_done = True
+        self.checkpointer.save(self.run, ["best.pt", "last.pt"] if improved else ["last.pt"])
+        self.progress.epoch_line(epoch, self.cfg.train.epochs, loop.step, loop.metrics)
+
+    def _start(self, resumed: bool) -> tuple[int, int]:
+        """The epoch to start in and the optimizer steps of it already taken."""
+        loop = self.loop
+        if not resumed:
+            return 0, 0
+        if loop.epoch_done:
+            return loop.epoch + 1, 0
+        return loop.epoch, loop.steps_into_epoch
+
+    def _stop_if_requested(self, stop: GracefulStop) -> None:
+        """Stop at this step boundary if a signal came, on every rank at the same step."""
+        if any_process(stop.requested, self.place):
+            raise Interrupted(stop.signum or signal.SIGTERM)
+
+
+@dataclass
+class Evaluator:
+    """Means of the eval step's loss and metrics over a loader, in eval mode, no grad.
+
+    Sums stay on the device and are read once at the end; on several processes they are
+    summed over ranks, each holding a disjoint shard, so every sample counts once. The
+    model's train/eval mode is restored afterwards.
+
+    Example:
+        >>> from torch.utils.data import TensorDataset
+        >>> from trainwell.engine.step_fn import LossStep
+        >>> loader = DataLoader(TensorDataset(torch.zeros(4, 2), torch.tensor([0, 1, 1, 1])))
+        >>> p = Precision.build("fp32", torch.device("cpu"))
+        >>> ev = Evaluator(nn.Linear(2, 2), LossStep(nn.CrossEntropyLoss(), accuracy=True), p,
+        ...                Placement(torch.device("cpu")))
+        >>> sorted(ev(loader))
+        ['accuracy', 'loss']
+    """
+
+    model: nn.Module
+    eval_step: StepFn
+    precision: Precision
+    place: Placement
+
+    @torch.inference_mode()
+    def __call__(self, loader: DataLoader) -> dict[str, float]:
+        device = self.place.device
+        was_training = self.model.training
+        self.model.eval()
+        sums = MetricSums(device, torch.float64)
+        for batch in loader:
+            batch = to_device(batch, device)
+            with self.precision.autocast():
+                out = self.eval_step(self.model, batch)
+            _, metrics, n = unpack(out, sample_count(batch), "the eval step")
+            sums.add(metrics, n)
+        self.model.train(was_training)
+        return sums.means(self.place)
+
+
+def _test_crash_step(place: Placement) -> int:
+    # Test-only: a worker that dies at a chosen step on the first attempt, to exercise the
+    # launcher's restarts (read once, not in the hot path).
+    step = os.environ.get("TRAINWELL_TEST_CRASH_AT_STEP")
+    rank = int(os.environ.get("TRAINWELL_TEST_CRASH_RANK", "0"))
+    first_attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") == "0"
+    return int(step) if step and place.rank == rank and first_attempt else -1
+
+
+def _check_all_params_got_grads(model: nn.Module, cfg: Config) -> None:
+    # DDP waits for a gradient of every parameter; one that never gets any fails later
+    # with a cryptic "Expected to have finished reduction". Name them instead.
+    if cfg.dist.find_unused_parameters:
+        return
+    unused = [n for n, p in model.named_parameters() if p.requires_grad and p.grad is None]
+    if unused:
+        shown = ", ".join(unused[:5]) + (f" and {len(unused) - 5} more" if len(unused) > 5 else "")
+        raise UserError(
+            f"parameters that received no gradient under DDP: {shown}; set "
+            "dist.find_unused_parameters=true, or freeze them (requires_grad=False)"
+        )
