@@ -164,13 +164,19 @@ def test_a_crashed_worker_is_restarted_and_ends_where_the_clean_run_ends(referen
     proc = trainwell_cmd(
         "train", "--nproc", "2", "--max-restarts", "1", *BASE, "train.grad_accum_steps=2",
         "run.dir=run", cwd=tmp_path,
-        env={"TRAINWELL_TEST_CRASH_AT_STEP": "23", "TRAINWELL_TEST_CRASH_RANK": "1"},
+        # Step 41 of 42: the restart resumes step-40.pt, mid last epoch, so the final
+        # train/loss depends on every rank's running sums coming back.
+        env={"TRAINWELL_TEST_CRASH_AT_STEP": "41", "TRAINWELL_TEST_CRASH_RANK": "1"},
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "resuming from" in proc.stdout  # the restarted group picked up step-20.pt
+    assert "resuming from" in proc.stdout and "step-40.pt" in proc.stdout
     ref, got = weights(reference), weights(tmp_path / "run")
     assert all(torch.equal(ref[k], got[k]) for k in ref)
     assert read_summary(tmp_path / "run")["final"] == read_summary(reference)["final"]
+    # Each rank resumed its own running sums (not rank 0's): every logged loss is exact.
+    assert (tmp_path / "run" / "metrics.csv").read_text() == (reference / "metrics.csv").read_text()
+    best = load_checkpoint(tmp_path / "run" / "checkpoints" / "best.pt")
+    assert best["best"] == load_checkpoint(reference / "checkpoints" / "best.pt")["best"]
 
 
 def test_resume_a_two_process_run_from_a_mid_epoch_checkpoint(reference, tmp_path):

@@ -43,7 +43,7 @@ def test_train_your_own_model_runs_as_written(tmp_path):
     proc = subprocess.run([sys.executable, "example.py"], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=300)  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert float(proc.stdout.split()[-1]) > 0.9  # the printed val/accuracy
+    assert float(proc.stdout.split()[-1]) > 0.75  # the printed val/accuracy (chance: 0.5)
 
 
 def test_task_snippets_are_the_example_files_line_for_line():

@@ -98,6 +98,8 @@ class DataSplits:
     test: Dataset | DataLoader | None
     num_classes: int | None
     input_shape: tuple[int, ...] | None
+    # The first training sample (read once, for the input shape and the collate's choice).
+    sample: Any = None
 
 
 def build_data(
@@ -146,7 +148,8 @@ def make_splits(
             raise UserError(f"data.name: the {split} split of {name} is empty")
     if num_classes is None:
         num_classes = infer_num_classes(train, val, test)
-    return DataSplits(train, val, test, num_classes, _input_shape(first_sample(train)))
+    sample = first_sample(train)
+    return DataSplits(train, val, test, num_classes, _input_shape(sample), sample)
 
 
 def infer_num_classes(*datasets: Any) -> int | None:

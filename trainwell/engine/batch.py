@@ -72,7 +72,10 @@ def first_tensor(batch: Any) -> torch.Tensor | None:
 
 def sample_count(batch: Any) -> int:
     """The leading size of the batch's first tensor (1 for a batch without tensors)."""
-    t = first_tensor(batch)
+    if type(batch) in (list, tuple) and batch and isinstance(batch[0], torch.Tensor):
+        t = batch[0]  # (input, target): the usual, without the walk
+    else:
+        t = first_tensor(batch)
     return int(t.shape[0]) if t is not None and t.ndim > 0 else 1
 
 
@@ -122,6 +125,12 @@ def collate_samples(samples: list[Any]) -> Any:
         return {k: collate_samples([s[k] for s in samples]) for k in first}
     columns = [collate_samples(list(column)) for column in zip(*samples)]
     return type(first)(*columns) if hasattr(first, "_fields") else columns
+
+
+def collate_for(sample: Any) -> Any:
+    """The collate function a sample needs: ``None`` (PyTorch's default, the fastest) unless
+    it holds dataclasses (:func:`collate_samples`)."""
+    return collate_samples if _holds_dataclass(sample) else None
 
 
 def _holds_dataclass(sample: Any, depth: int = 0) -> bool:

@@ -94,6 +94,10 @@ class Checkpointer:
             self.precision.scaler.load_state_dict(state["scaler"])
         self.stopper.load_state_dict(state["early_stop"])
         loop = state.get("loop") or {}
+        per_rank = state.get("loop_per_rank") or []
+        if len(per_rank) == self.place.world_size:
+            # Each rank's own running sums: they are reduced over ranks only when read.
+            loop = per_rank[self.place.rank]
         if "window" in loop:
             self.loop.load_state_dict(loop)
         else:  # a checkpoint from before the running sums were saved per metric
@@ -126,12 +130,15 @@ class Checkpointer:
     def save(self, run: RunDir, names: list[str]) -> None:
         """Write checkpoints from rank 0 while the other ranks wait for the outcome.
 
-        Every rank's RNG state goes in (exact resume on N processes). A write that fails
-        (a full disk, no permission) stops every rank with a clear error, never a hang;
-        the previous file of that name is intact.
+        Every rank's RNG state and running sums go in (exact resume on N processes). A
+        write that fails (a full disk, no permission) stops every rank with a clear
+        error, never a hang; the previous file of that name is intact.
         """
         place = self.place
-        rngs = gather_objects(rng_state(), place) if place.distributed else None
+        rngs = loops = None
+        if place.distributed:
+            rngs = gather_objects(rng_state(), place)
+            loops = gather_objects(self.loop.state_dict(), place)
         error = None
         if place.is_main:
             state = self.state_dict()
@@ -141,6 +148,7 @@ class Checkpointer:
             state["log_rows"] = len(run.rows)
             if rngs is not None:
                 state["rng_per_rank"] = rngs
+                state["loop_per_rank"] = loops
             try:
                 for name in names:
                     ckpt.save_atomic(state, run.checkpoints / name)

@@ -25,7 +25,15 @@ from trainwell.engine.distributed import Placement, all_reduce_sum, gather_objec
 
 
 class MetricSums:
-    """Sums of ``value * n`` and of ``n`` per metric name, on one device."""
+    """Sums of ``value * n`` and of ``n`` per metric name, on one device.
+
+    A step's values are only noted (a list append: the cheapest thing a step can do) and
+    folded into the sums in one stacked kernel when read, or every
+    :attr:`FOLD_EVERY` values; ratios are added at once.
+    """
+
+    # Values noted per metric before they are folded: bounds the memory of a long window.
+    FOLD_EVERY = 256
 
     def __init__(self, device: torch.device, dtype: torch.dtype = torch.float32) -> None:
         self.device = device
@@ -35,22 +43,48 @@ class MetricSums:
         # Denominators: Python numbers, plus a device tensor for those a step computed.
         self.counts: dict[str, int] = {}
         self.device_counts: dict[str, torch.Tensor] = {}
+        # Values noted but not yet folded, and their sample counts.
+        self.pending: dict[str, list[torch.Tensor]] = {}
+        self.pending_n: dict[str, list[int]] = {}
 
     def add(self, values: Mapping[str, Any], n: int) -> None:
         """Add one batch's values (scalar tensors on the device, weighted by ``n`` samples,
-        or ``(numerator, denominator)`` ratios, summed as they are)."""
+        or ``(numerator, denominator)`` ratios, summed as they are). No sync."""
         for name, value in values.items():
-            total = self.sums.get(name)
-            if total is None:
-                total = self.sums[name] = torch.zeros((), device=self.device, dtype=self.dtype)
-                self.counts[name] = 0
-            # One fused kernel, no sync: the value never leaves the device here.
             if isinstance(value, tuple):
-                total.add_(value[0].detach().reshape(()))
+                self._total(name).add_(value[0].detach().reshape(()))
                 self._count(name, value[1])
-            else:
-                total.add_(value.detach().reshape(()), alpha=n)
-                self.counts[name] += n
+                continue
+            held = self.pending.get(name)
+            if held is None:
+                held = self.pending[name] = []
+                self.pending_n[name] = []
+            held.append(value.detach())
+            self.pending_n[name].append(n)
+            if len(held) >= self.FOLD_EVERY:
+                self._fold(name)
+
+    def _total(self, name: str) -> torch.Tensor:
+        total = self.sums.get(name)
+        if total is None:
+            total = self.sums[name] = torch.zeros((), device=self.device, dtype=self.dtype)
+            self.counts[name] = 0
+        return total
+
+    def _fold(self, name: str) -> None:
+        values, ns = self.pending.pop(name), self.pending_n.pop(name)
+        stacked = torch.stack([v.reshape(()).to(self.dtype) for v in values])
+        if all(k == ns[0] for k in ns):  # the usual case: equal batches, no transfer
+            weighted = stacked.sum() * ns[0]
+        else:
+            weights = torch.tensor(ns, dtype=self.dtype).to(self.device, non_blocking=True)
+            weighted = (stacked * weights).sum()
+        self._total(name).add_(weighted)
+        self.counts[name] += sum(ns)
+
+    def _fold_all(self) -> None:
+        for name in list(self.pending):
+            self._fold(name)
 
     def _count(self, name: str, denominator: int | torch.Tensor) -> None:
         if not isinstance(denominator, torch.Tensor):
@@ -63,14 +97,10 @@ class MetricSums:
 
     def merge(self, other: MetricSums) -> None:
         """Add ``other``'s sums into these (a log window into its epoch)."""
+        other._fold_all()
         for name, total in other.sums.items():
-            mine = self.sums.get(name)
-            if mine is None:
-                self.sums[name] = total.clone().to(self.dtype)
-                self.counts[name] = other.counts[name]
-            else:
-                mine.add_(total)
-                self.counts[name] += other.counts[name]
+            self._total(name).add_(total)
+            self.counts[name] += other.counts[name]
         for name, count in other.device_counts.items():
             self._count(name, count)
 
@@ -78,12 +108,12 @@ class MetricSums:
         self.sums.clear()
         self.counts.clear()
         self.device_counts.clear()
-
-    def __bool__(self) -> bool:
-        return bool(self.counts)
+        self.pending.clear()
+        self.pending_n.clear()
 
     def means(self, place: Placement | None = None) -> dict[str, float]:
         """The mean of every metric: the window's one sync (and one collective on N ranks)."""
+        self._fold_all()
         names = sorted(self.sums)
         if place is not None and place.distributed:
             # A step may return a metric on some batches only: agree on the names first.
@@ -102,11 +132,17 @@ class MetricSums:
         return {n: v / c for n, v, c in zip(names, values, counts) if c > 0}
 
     def state_dict(self) -> dict[str, Any]:
-        """Tensors on the CPU and plain numbers: loads with ``weights_only=True``."""
+        """Tensors on the CPU and plain numbers: loads with ``weights_only=True``.
+
+        Values not yet folded are saved as they are, not folded: a resumed run must fold
+        at the very steps the uninterrupted one does, or the sums differ in the last bit.
+        """
         return {
             "sums": {k: v.detach().cpu() for k, v in self.sums.items()},
             "counts": dict(self.counts),
             "device_counts": {k: v.detach().cpu() for k, v in self.device_counts.items()},
+            "pending": {k: [v.detach().cpu() for v in vs] for k, vs in self.pending.items()},
+            "pending_n": {k: list(ns) for k, ns in self.pending_n.items()},
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -115,3 +151,6 @@ class MetricSums:
         self.device_counts = {
             k: v.to(self.device) for k, v in state.get("device_counts", {}).items()
         }
+        self.pending = {k: [v.to(self.device) for v in vs]
+                        for k, vs in state.get("pending", {}).items()}  # fmt: skip
+        self.pending_n = {k: [int(n) for n in ns] for k, ns in state.get("pending_n", {}).items()}

@@ -19,7 +19,7 @@ from torch.utils.data import DataLoader, Subset
 
 from trainwell.config import Config
 from trainwell.data import DataSplits, build_data, make_splits
-from trainwell.engine.batch import collate_samples
+from trainwell.engine.batch import collate_for
 from trainwell.engine.distributed import Placement
 from trainwell.engine.loaders import LoaderSettings, first_samples
 from trainwell.engine.preflight import Task, preflight
@@ -86,7 +86,7 @@ def build_parts(
     if model is None:
         model = build_model(cfg.model, splits.num_classes, splits.input_shape or ())
     model = model.to(place.device)
-    collate = _resolve_fn(cfg.data.collate, "data.collate") or collate_samples
+    collate = _resolve_fn(cfg.data.collate, "data.collate") or _default_collate(splits)
     loaders = LoaderSettings(
         batch_size=cfg.data.batch_size,
         eval_batch_size=cfg.data.eval_batch_size,
@@ -110,6 +110,12 @@ def _splits(cfg: Config, given: Given, steps: Steps) -> DataSplits:
         return build_data(cfg.data, steps.default, ignore_index_of(steps.loss_fn))
     return make_splits(given.train_data, given.val_data, given.test_data, cfg.data.num_classes,
                        "train_data")  # fmt: skip
+
+
+def _default_collate(splits: DataSplits) -> Any:
+    if isinstance(splits.train, DataLoader):
+        return None  # a user's loader collates itself
+    return collate_for(splits.sample)
 
 
 def build_steps(cfg: Config, given: Given, device: torch.device) -> Steps:

@@ -59,9 +59,15 @@ class Stepper:
     device: torch.device
     inspect: Callable[[Any], None] | None = None
     params: list[torch.Tensor] = field(init=False)
+    # Samples through this process so far (for samples/s).
+    samples: int = field(init=False, default=0)
 
     def __post_init__(self) -> None:
         self.params = [p for p in self.net.parameters() if p.requires_grad]
+        # A DataLoader yields CPU tensors: on the CPU there is nothing to move.
+        self._move = self.device.type != "cpu"
+        # fp32 and one process: no context to enter per micro-batch (a hot path).
+        self._fp32 = self.precision.dtype is None
 
     def __call__(
         self, micro_batches: Sequence[Any], sums: MetricSums | None = None
@@ -76,17 +82,19 @@ class Stepper:
         for i, batch in enumerate(micro_batches):
             if self.inspect is not None:
                 self.inspect(batch)
-            batch = to_device(batch, self.device)
-            with no_sync(self.net, sync=i == accum - 1):
-                with self.precision.autocast():
-                    out = self.step_fn(self.net, batch)
-                loss, metrics, n = unpack(out, sample_count(batch))
-                # Mean over the whole batch: each micro-batch adds 1/accum.
-                scaled = loss / accum if accum > 1 else loss
-                (scaler.scale(scaled) if scaler is not None else scaled).backward()
+            if self._move:
+                batch = to_device(batch, self.device)
+            count = sample_count(batch)
+            self.samples += count
+            if i < accum - 1:
+                # DDP all-reduces the gradients on the last micro-batch only.
+                with no_sync(self.net, sync=False):
+                    loss, metrics, n = self._forward_backward(batch, count, accum)
+            else:
+                loss, metrics, n = self._forward_backward(batch, count, accum)
             if sums is not None:
                 sums.add(metrics, n)
-            part = scaled.detach().float()
+            part = loss.detach()
             total = part if total is None else total + part
         if scaler is not None:
             # Unscale first so that clipping sees the true gradient norm.
@@ -99,4 +107,17 @@ class Stepper:
         else:
             self.optimizer.step()
         assert total is not None
-        return total
+        return total.float() / accum if accum > 1 else total.float()
+
+    def _forward_backward(self, batch: Any, count: int, accum: int) -> tuple:
+        if self._fp32:
+            out = self.step_fn(self.net, batch)
+        else:
+            with self.precision.autocast():
+                out = self.step_fn(self.net, batch)
+        loss, metrics, n = unpack(out, count)
+        # Mean over the whole batch: each micro-batch adds 1/accum.
+        scaled = loss / accum if accum > 1 else loss
+        scaler = self.precision.scaler
+        (scaler.scale(scaled) if scaler is not None else scaled).backward()
+        return loss, metrics, n

@@ -55,7 +55,8 @@ def unpack(out: Any, batch_size: int, where: str = "the step") -> tuple[torch.Te
     value that is not a tensor. Costs no device sync.
     """
     if isinstance(out, torch.Tensor):
-        _check_scalar(out, "loss", where)
+        if out.dim() != 0 or not out.is_floating_point():  # else: a scalar loss, the usual
+            _check_scalar(out, "loss", where)
         return out, {"loss": out}, batch_size
     if not isinstance(out, Mapping):
         raise StepError(
@@ -190,7 +191,10 @@ class LossStep:
     accuracy: bool = False
 
     def __call__(self, model: nn.Module, batch: Any) -> torch.Tensor | dict[str, torch.Tensor]:
-        inputs, targets = split_pair(batch)
+        if type(batch) in (list, tuple) and len(batch) == 2:  # the usual: no checks to run
+            inputs, targets = batch
+        else:
+            inputs, targets = split_pair(batch)
         outputs = model(inputs)
         loss = self.loss_fn(outputs, targets)
         if not self.accuracy or not is_class_target(outputs, targets):

@@ -72,9 +72,15 @@ class Trainer:
     total_steps: int
     check_labels: Callable[[Any], None] | None = None
     train_time: float = 0.0
-    samples: int = 0
     _ddp_checked: bool = field(default=False, repr=False)
     _epoch_started: float = field(default=0.0, repr=False)
+
+    def __post_init__(self) -> None:
+        # Decided once, not per step.
+        self._per_eval = steps_per_eval(self.scheduler)
+        # On several processes the ranks must agree on the step to stop at, which takes a
+        # collective (a device sync on CUDA): only at log points, where the loop syncs anyway.
+        self._stop_every = self.cfg.train.log_every if self.place.distributed else 1
 
     def train(self, resumed: bool) -> str:
         """Epochs of optimizer steps until the schedule ends, max_steps or early stopping."""
@@ -111,10 +117,9 @@ class Trainer:
         if self.place.distributed and not self._ddp_checked:
             _check_all_params_got_grads(self.model, self.cfg)
             self._ddp_checked = True
-        if not steps_per_eval(self.scheduler):
+        if not self._per_eval:
             self.scheduler.step()
         self.loop.step += 1
-        self.samples += sum(sample_count(b) for b in micro_batches) * self.place.world_size
 
     def after_step(self, stop: GracefulStop) -> None:
         """Log at log points, write step-N checkpoints, honour a signal at this boundary."""
@@ -126,9 +131,7 @@ class Trainer:
             self.checkpointer.save(self.run, [f"step-{step}.pt"])
             if self.place.is_main:
                 ckpt.rotate(self.run.checkpoints, self.cfg.checkpoint.keep_last)
-        # On several processes the ranks must agree on the step to stop at, which takes a
-        # collective (a device sync on CUDA): only at log points, where the loop syncs anyway.
-        if step % (train.log_every if self.place.distributed else 1) == 0:
+        if step % self._stop_every == 0:
             self._stop_if_requested(stop)
 
     def log_window(self) -> None:
@@ -164,11 +167,16 @@ class Trainer:
         if improved:
             loop.best = {"metric": self.monitor, "value": fresh[self.monitor],
                          "step": loop.step, "epoch": epoch}  # fmt: skip
-        if steps_per_eval(self.scheduler) and self.monitor in fresh:
+        if self._per_eval and self.monitor in fresh:
             self.scheduler.step(fresh[self.monitor])
         loop.epoch_done = True
         self.checkpointer.save(self.run, ["best.pt", "last.pt"] if improved else ["last.pt"])
         self.progress.epoch_line(epoch, self.cfg.train.epochs, loop.step, loop.metrics)
+
+    @property
+    def samples(self) -> int:
+        """Samples trained on by all processes (each rank's share alike)."""
+        return self.stepper.samples * self.place.world_size
 
     def _start(self, resumed: bool) -> tuple[int, int]:
         """The epoch to start in and the optimizer steps of it already taken."""
