@@ -13,7 +13,7 @@ import signal
 import sys
 from collections.abc import Sequence
 
-from trainwell.errors import UserError
+from trainwell.errors import Diverged, UserError
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -178,11 +178,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"trainwell: error: {exc}", file=sys.stderr)
         return 2
+    except Diverged as exc:
+        if args.debug:
+            raise
+        print(f"trainwell: failed: {exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt as exc:
         if args.debug:
             raise
         # Interrupted carries the signal; a bare KeyboardInterrupt is Ctrl-C.
-        return 128 + int(getattr(exc, "signum", signal.SIGINT))
+        signum = int(getattr(exc, "signum", signal.SIGINT))
+        if not getattr(exc, "reported", False):
+            name = signal.Signals(signum).name
+            print(f"trainwell: interrupted by {name}", file=sys.stderr)
+        return 128 + signum
 
 
 def _train(args: argparse.Namespace) -> int:
@@ -253,6 +262,11 @@ def _launch(args: argparse.Namespace, cfg) -> int:
     if resume is not None:
         worker += ["--resume", str(resume)]
     code = launch(opts, worker)
+    if code != 0 and not args.dry_run and opts.node_rank == 0:
+        from trainwell.engine.run_files import mark_failed
+
+        # A worker killed outright writes nothing: the summary would say "running" forever.
+        mark_failed(run_dir, f"a worker process failed (launcher exit code {code})")
     if code == 0 and cfg.doctor.overfit_batch and not args.dry_run and opts.node_rank == 0:
         import json
 

@@ -18,3 +18,11 @@ class UserError(ValueError):
         ...
         trainwell.errors.UserError: data.batch_size: expected a positive int, got -3
     """
+
+
+class Diverged(RuntimeError):
+    """Training ran, but its loss became NaN/Inf and stayed there: the run failed.
+
+    Not bad input (exit code 1, not 2): the config was valid, the optimization was not
+    (an lr too high, fp16 overflow, a log of zero). The run directory says ``failed``.
+    """

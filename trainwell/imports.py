@@ -6,9 +6,12 @@ has to subclass a trainwell class.
 
 from __future__ import annotations
 
+import functools
 import importlib
+import importlib.util
 import inspect
 import sys
+import sysconfig
 from pathlib import Path
 from typing import Any
 
@@ -26,9 +29,18 @@ def resolve(path: str, key: str) -> Any:
     The current working folder is importable, as with ``python -m``, so a ``models.py``
     beside the config just works.
 
+    A config runs the code it names, so paths into Python's builtins and standard library
+    (``os:system``, ``subprocess:run``, ``torch:os.system``) are refused: none of them is
+    a model, a data set, a loss or a step, and some run commands. torch,
+    third-party and the user's own modules resolve.
+
     Example:
-        >>> resolve("collections:OrderedDict", "model.name").__name__
-        'OrderedDict'
+        >>> resolve("torch.nn:MSELoss", "train.loss").__name__
+        'MSELoss'
+        >>> resolve("os:system", "model.name")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        trainwell.errors.UserError: model.name: 'os:system' is a standard-library callable, ...
     """
     module_name, _, attr = path.partition(":")
     if not module_name or not attr:
@@ -36,16 +48,91 @@ def resolve(path: str, key: str) -> Any:
     cwd = str(Path.cwd())
     if cwd not in sys.path:
         sys.path.insert(0, cwd)
+    # Refused before the import: importing some standard modules already acts
+    # (antigravity opens a browser).
+    _refuse_stdlib(module_name, path, key)
     try:
         obj: Any = importlib.import_module(module_name)
     except ImportError as exc:
         raise UserError(f"{key}: cannot import module {module_name!r} ({exc})") from exc
+    chain = []
     for part in attr.split("."):
         try:
             obj = getattr(obj, part)
         except AttributeError:
             raise UserError(f"{key}: module {module_name!r} has no attribute {attr!r}") from None
+        chain.append(obj)
+    # A third-party module's own imports reach the standard library too (torch:os.system).
+    for step in chain:
+        _refuse_stdlib(_module_of(step), path, key, obj)
     return obj
+
+
+# Python's own library folder: what is in it (site-packages aside) is the standard library.
+_STDLIB = Path(sysconfig.get_paths()["stdlib"]).resolve()
+
+# What each key that takes an import path expects, for the refusal's message.
+_EXPECTED = {
+    "model.name": "a model",
+    "data.name": "a data set",
+    "data.collate": "a collate function",
+    "train.loss": "a loss",
+    "train.step": "a step function",
+    "train.eval_step": "a step function",
+    "optim.name": "an optimizer",
+    "sched.name": "a scheduler",
+}
+
+
+def _refuse_stdlib(module: str | None, path: str, key: str, obj: Any = None) -> None:
+    if _is_stdlib(module):
+        if obj is None:  # not imported by us: look only at what is loaded already
+            obj = _loaded(path)
+        kind = "object" if obj is not None and not callable(obj) else "callable"
+        raise UserError(
+            f"{key}: {path!r} is a standard-library {kind}, not "
+            f"{_EXPECTED.get(key, 'what ' + key + ' takes')}; a config runs the code it names"
+        )
+
+
+def _is_stdlib(module: str | None) -> bool:
+    top = (module or "").partition(".")[0]
+    if top not in sys.stdlib_module_names:  # builtins included
+        return False
+    # A user's own test.py or code.py (in the working folder, or on PYTHONPATH) shadows
+    # the standard module of that name: judged by where the module's file is, Python's own
+    # library folder or not. find_spec of a top-level name only looks; it runs nothing.
+    try:
+        spec = importlib.util.find_spec(top)
+    except (ImportError, ValueError):
+        return True
+    if spec is None or not spec.has_location or not spec.origin:
+        return True  # built into the interpreter (sys, builtins)
+    origin = Path(spec.origin).resolve()
+    return _STDLIB in origin.parents and "site-packages" not in origin.parts
+
+
+def _loaded(path: str) -> Any:
+    module_name, _, attr = path.partition(":")
+    obj = sys.modules.get(module_name)
+    for part in attr.split("."):
+        obj = getattr(obj, part, None)
+    return obj
+
+
+def _module_of(obj: Any) -> str | None:
+    """The name of the module that defines ``obj`` (a module's own name for a module)."""
+    while isinstance(obj, functools.partial):  # judged by what it calls
+        obj = obj.func
+    if inspect.ismodule(obj):
+        return obj.__name__
+    name = getattr(obj, "__module__", None)
+    if isinstance(name, str):
+        return name
+    # Method descriptors and instances of builtin types (a float, a list's method) have
+    # no __module__; their class says where they come from.
+    owner = getattr(obj, "__objclass__", None) or type(obj)
+    return getattr(owner, "__module__", None)
 
 
 def call_with(

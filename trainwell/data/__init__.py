@@ -24,11 +24,12 @@ from typing import Any
 import torch
 from torch.utils.data import DataLoader, Dataset, IterableDataset, Subset, TensorDataset
 
-from trainwell._options import check, option
+from trainwell._options import check, check_int, check_number, option
 from trainwell.errors import UserError
 from trainwell.imports import call_with, is_import_path, resolve
 
 BUILTIN_DATA = ("digits", "fashion_mnist", "synthetic")
+MAX_WORKERS = 1024
 
 
 @dataclass
@@ -59,23 +60,13 @@ class DataConfig:
     )
 
     def __post_init__(self) -> None:
-        check(self.batch_size > 0, "data.batch_size", f"must be positive; got {self.batch_size}")
-        check(
-            self.eval_batch_size > 0,
-            "data.eval_batch_size",
-            f"must be positive; got {self.eval_batch_size}",
-        )
-        check(self.num_workers >= 0, "data.num_workers", f"must be >= 0; got {self.num_workers}")
-        check(
-            0.0 < self.val_fraction < 1.0,
-            "data.val_fraction",
-            f"must be between 0 and 1; got {self.val_fraction}",
-        )
-        check(
-            self.num_classes is None or self.num_classes > 0,
-            "data.num_classes",
-            f"must be positive; got {self.num_classes}",
-        )
+        check_int(self.batch_size, "data.batch_size")
+        check_int(self.eval_batch_size, "data.eval_batch_size")
+        # More workers than this is a typo; each one is a process with its own copy.
+        check_int(self.num_workers, "data.num_workers", low=0, high=MAX_WORKERS)
+        check_number(self.val_fraction, "data.val_fraction", 0, 1, low_open=True, high_open=True)
+        if self.num_classes is not None:
+            check_int(self.num_classes, "data.num_classes")
         check(
             self.name in BUILTIN_DATA or is_import_path(self.name),
             "data.name",

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import torch
 from torch.utils.data import TensorDataset
 
-from trainwell.errors import UserError
+from trainwell._options import check, check_int
+
+# 2**31 float32 values is 8 GiB: more than a smoke test or a benchmark needs.
+MAX_VALUES = 2**31
 
 
 class SyntheticDataset(TensorDataset):
@@ -29,13 +33,24 @@ def make_synthetic(
         >>> ds[0][0].shape, ds.num_classes
         (torch.Size([3]), 2)
     """
-    if num_samples <= 0 or num_classes <= 1 or any(int(s) <= 0 for s in shape):
-        raise UserError(
-            "data.kwargs: synthetic needs num_samples > 0, num_classes > 1 and a positive shape; "
-            f"got num_samples={num_samples}, num_classes={num_classes}, shape={list(shape)}"
-        )
+    check_int(num_samples, "data.kwargs: num_samples")
+    check_int(num_classes, "data.kwargs: num_classes", low=2)
+    # torch's generators take seeds of 64 bits; a bigger one fails inside manual_seed.
+    check_int(seed, "data.kwargs: seed", low=0, high=2**64 - 1)
+    dims = list(shape) if isinstance(shape, (list, tuple)) else [shape]
+    for dim in dims:
+        check_int(dim, "data.kwargs: shape")
+    # The inputs and the teacher are made in memory at once: refuse sizes that cannot
+    # be, with the numbers, instead of an allocator error.
+    values = math.prod(dims) * (num_samples + num_classes)
+    check(
+        values <= MAX_VALUES,
+        "data.kwargs",
+        f"synthetic data of {num_samples} samples shaped {dims} with {num_classes} classes "
+        f"needs {values} values; at most {MAX_VALUES} (lower num_samples, shape or num_classes)",
+    )
     g = torch.Generator().manual_seed(seed)
-    x = torch.randn(num_samples, *[int(s) for s in shape], generator=g)
+    x = torch.randn(num_samples, *dims, generator=g)
     teacher = torch.randn(x[0].numel(), num_classes, generator=g)
     y = (x.flatten(1) @ teacher).argmax(1)
     ds = SyntheticDataset(x, y)

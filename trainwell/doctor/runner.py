@@ -7,6 +7,7 @@ optimizer steps. A script that crashes still gets its report.
 
 from __future__ import annotations
 
+import os
 import runpy
 import sys
 import traceback
@@ -34,10 +35,7 @@ def run_script(
     check that tells a data bug from a model bug).
     """
     path = Path(script)
-    if not path.is_file():
-        raise UserError(f"doctor: script {script} does not exist")
-    if max_steps is not None and max_steps < 1:
-        raise UserError(f"doctor: --max-steps must be >= 1; got {max_steps}")
+    _check_args(path, max_steps, json_path)
     saved_argv, saved_path = sys.argv, list(sys.path)
     sys.argv = [script, *args]
     sys.path.insert(0, str(path.resolve().parent))
@@ -70,17 +68,41 @@ def run_script(
         extra["overfit"] = verdict = check.verdict()
         print(verdict["message"], file=sys.stderr)
     if json_path:
-        Path(json_path).write_text(
-            to_json(
-                doc.findings,
-                steps=doc.steps,
-                stopped_early=stopped,
-                exit_code=code,
-                errors=doc.errors,
-                **extra,
-            )
+        text = to_json(
+            doc.findings,
+            steps=doc.steps,
+            stopped_early=stopped,
+            exit_code=code,
+            errors=doc.errors,
+            **extra,
         )
+        try:
+            Path(json_path).write_text(text)
+        except OSError as exc:  # the folder went away or the disk filled during the run
+            raise UserError(f"doctor: --json: cannot write {json_path}: {exc.strerror}") from None
     return code
+
+
+def _check_args(path: Path, max_steps: int | None, json_path: str | None) -> None:
+    if not path.is_file():
+        raise UserError(f"doctor: script {path} does not exist")
+    if max_steps is not None and max_steps < 1:
+        raise UserError(f"doctor: --max-steps must be >= 1; got {max_steps}")
+    if json_path:
+        # Checked before the script runs: a long run must not end on a path it cannot write.
+        _check_writable(Path(json_path), "doctor: --json")
+
+
+def _check_writable(path: Path, what: str) -> None:
+    """Refuse, in one line, a file path whose folder is missing or cannot be written."""
+    folder = path.parent
+    if path.is_dir():
+        raise UserError(f"{what} {path} is a folder; give the file to write")
+    if not folder.is_dir():
+        raise UserError(f"{what} {path}: the folder {folder} does not exist")
+    writable = os.access(path, os.W_OK) if path.exists() else os.access(folder, os.W_OK | os.X_OK)
+    if not writable:
+        raise UserError(f"{what} {path} cannot be written (permission denied)")
 
 
 def report_text(doc: Doctor, stopped: bool = False) -> str:

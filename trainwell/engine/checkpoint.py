@@ -51,27 +51,35 @@ def save_atomic(state: dict[str, Any], path: str | Path) -> None:
 
     Example:
         >>> import tempfile
-import warnings
         >>> p = Path(tempfile.mkdtemp()) / "last.pt"
-        >>> save_atomic({"step": torch.tensor(3)}, p)
+        >>> save_atomic({"model": {}, "step": torch.tensor(3)}, p)
         >>> int(load_checkpoint(p)["step"])
         3
     """
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise OSError(exc.errno, f"could not write checkpoint {path}: {exc.strerror}") from exc
+    writer = None
     try:
         # mkstemp creates the file private (0600); give it the mode any new file gets.
         os.chmod(tmp, 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as f:
-            torch.save(state, _EarlyWriteback(f))
+            writer = _EarlyWriteback(f)
+            torch.save(state, writer)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException as exc:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
-        if isinstance(exc, OSError):
-            raise OSError(exc.errno, f"could not write checkpoint {path}: {exc.strerror}") from exc
+        # torch.save reports a failed write (a full disk) as its own RuntimeError
+        # ("unexpected pos"): the OSError the file raised says what really happened.
+        cause = writer.error if writer is not None and writer.error is not None else exc
+        if isinstance(cause, OSError):
+            message = f"could not write checkpoint {path}: {cause.strerror or cause}"
+            raise OSError(cause.errno, message) from exc
         raise
     _fsync_dir(path.parent)
 
@@ -93,9 +101,14 @@ class _EarlyWriteback:
         self.start = 0
         self.pending = 0
         self.enabled = hasattr(os, "posix_fadvise")  # not on macOS or Windows
+        self.error: OSError | None = None
 
     def write(self, data: Any) -> int:
-        n = self.f.write(data)
+        try:
+            n = self.f.write(data)
+        except OSError as exc:
+            self.error = exc  # kept: torch turns it into a RuntimeError of its own
+            raise
         self.pending += n
         if self.enabled and self.pending >= self.CHUNK:
             self.f.flush()

@@ -8,6 +8,7 @@ containers only, so it loads with ``torch.load(weights_only=True)``.
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +24,7 @@ from trainwell.engine.distributed import Placement, any_process, gather_objects
 from trainwell.engine.early_stopping import EarlyStopping
 from trainwell.engine.precision import Precision
 from trainwell.engine.resume import find as find_checkpoint
+from trainwell.engine.resume import load_resumable
 from trainwell.engine.rundir import RunDir
 from trainwell.engine.state import LoopState, restore_rng, rng_state
 from trainwell.errors import UserError
@@ -153,7 +155,8 @@ class Checkpointer:
                 for name in names:
                     ckpt.save_atomic(state, run.checkpoints / name)
             except OSError as exc:
-                error = str(exc)
+                code = errno.errorcode.get(exc.errno or 0, "")
+                error = f"{exc.strerror or exc}" + (f" ({code})" if code else "")
         if any_process(error is not None, place):
             raise UserError(error or "rank 0 could not write a checkpoint (see its error)")
 
@@ -181,4 +184,4 @@ def resume_point(
             say(f"no checkpoint in {cfg.run.dir}; starting from scratch")
         return found
     path = Path(resume)
-    return path, ckpt.load_checkpoint(path)
+    return path, load_resumable(path)

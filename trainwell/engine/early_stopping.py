@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from trainwell._options import check, check_choice, option
+from trainwell._options import check, check_choice, check_int, check_number, option
 
 
 @dataclass
@@ -23,8 +23,8 @@ class EarlyStopConfig:
 
     def __post_init__(self) -> None:
         check_choice(self.mode, "early_stop.mode", ("auto", "min", "max"))
-        check(self.patience >= 0, "early_stop.patience", f"must be >= 0; got {self.patience}")
-        check(self.min_delta >= 0, "early_stop.min_delta", f"must be >= 0; got {self.min_delta}")
+        check_int(self.patience, "early_stop.patience", low=0)
+        check_number(self.min_delta, "early_stop.min_delta", low=0)
         check(
             self.monitor == "auto" or "/" in self.monitor,
             "early_stop.monitor",

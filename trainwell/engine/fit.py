@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import contextlib
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from torch import nn
+from torch.utils.data import DataLoader
 
 from trainwell.config import Config, check_warmup, load_config
 from trainwell.doctor.crash import explain as explain_crash
@@ -41,15 +42,15 @@ from trainwell.engine.preflight import label_checker
 from trainwell.engine.progress import Progress, make_console
 from trainwell.engine.result import FitResult
 from trainwell.engine.resume import config_changes
-from trainwell.engine.run_files import finish, open_run_dir, start_summary
+from trainwell.engine.run_files import finish, open_run_dir, resume_command, start_summary
 from trainwell.engine.rundir import new_run_path
 from trainwell.engine.seeding import seed_everything
-from trainwell.engine.signals import Interrupted
+from trainwell.engine.signals import GracefulStop, Interrupted
 from trainwell.engine.state import LoopState
 from trainwell.engine.step import Stepper
 from trainwell.engine.step_fn import LossFn, StepFn
 from trainwell.engine.trainer import Evaluator, Trainer
-from trainwell.errors import UserError
+from trainwell.errors import Diverged, UserError
 
 
 @dataclass
@@ -60,6 +61,7 @@ class _Session:
     resume: str | Path | None
     console: Console
     doc: Doctor | None
+    stop: GracefulStop = field(default_factory=GracefulStop)
 
 
 def fit(
@@ -122,7 +124,9 @@ def fit(
             # Findings print as they appear, and land in doctor.json with the run.
             doc = Doctor(on_finding=lambda f: console.print(render(f), markup=False))
         session = _Session(cfg, place, given, resume, console, doc)
-        with doc if doc is not None else contextlib.nullcontext():
+        # Signals are honoured from set-up to the last write: the first one is a flag the
+        # run reads at safe points, a second one aborts at once.
+        with GracefulStop() as session.stop, doc if doc is not None else contextlib.nullcontext():
             result = _fit(session, dry_run)
         # No rank leaves the group while another still works (rank 0 writes the summary
         # and plots last): gloo aborts a process whose peer vanished mid-conversation.
@@ -201,6 +205,7 @@ def _assemble(s: _Session, parts: Parts, net: nn.Module, data: TrainData) -> Tra
         val_loader=eval_loader(parts.splits.val, parts.loaders, place),
         total_steps=total_steps,
         check_labels=label_checker(parts.task, parts.splits.train),
+        stop=s.stop,
     )
 
 
@@ -226,10 +231,10 @@ def _train(s: _Session, parts: Parts, trainer: Trainer) -> FitResult:
         run_path = resumed[0].parent.parent  # --resume PATH continues PATH's own run
     ckpt = trainer.checkpointer
     if resumed is not None:
-        for change in config_changes(resumed[1]["config"], ckpt.config_dict):
-            console.print(f"config changed since the checkpoint: {change}", highlight=False)
-        ckpt.load_state_dict(resumed[1])
+        _restore(s, ckpt, *resumed)
         console.print(f"resuming from {resumed[0]} at step {trainer.loop.step}", highlight=False)
+    # A signal during set-up stops here, before anything is written.
+    trainer.stop.raise_if_requested()
     trainer.run = run = open_run_dir(cfg, run_path, s.resume, resumed, place)
     summary = start_summary(trainer, resumed[0] if resumed else None)
     run.write_summary(summary)
@@ -245,21 +250,40 @@ def _train(s: _Session, parts: Parts, trainer: Trainer) -> FitResult:
     started = time.time()
     try:
         summary["stop_reason"] = trainer.train(resumed is not None)
+        trainer.progress.close()
+        summary["weights"] = ckpt.load_best_weights(run)
+        _test(trainer, eval_loader(parts.splits.test, parts.loaders, place))
+        # A signal during the test: the run ends interrupted, and its resume tests again.
+        trainer.stop.raise_if_requested()
     except BaseException as exc:
         _fail(s, trainer, summary, started, exc)
         raise
-    trainer.progress.close()
-    summary["weights"] = ckpt.load_best_weights(run)
-    test = eval_loader(parts.splits.test, parts.loaders, place)
-    if test is not None:
-        for name, value in trainer.evaluator(test).items():
-            trainer.loop.metrics[f"test/{name}"] = value
-            run.log(trainer.loop.step, trainer.loop.epoch, "test", name, value)
     finish(run, summary, "completed", trainer, started, s.doc)
     shown = ", ".join(f"{k} {v:.4f}" for k, v in trainer.loop.metrics.items())
     console.print(f"[green]done[/] in {summary['wall_time_s']:.1f}s: {shown}", highlight=False)
     console.print(f"run directory: {run.path}", highlight=False)
     return FitResult(run.path, dict(trainer.loop.metrics), summary, trainer.model)
+
+
+def _restore(s: _Session, ckpt: Checkpointer, path: Path, state: dict[str, Any]) -> None:
+    """Load a checkpoint's state; what its schema check could not see is one line too."""
+    try:
+        for change in config_changes(state["config"], ckpt.config_dict):
+            s.console.print(f"config changed since the checkpoint: {change}", highlight=False)
+        ckpt.load_state_dict(state)
+    except UserError:
+        raise
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError, RuntimeError) as exc:
+        detail = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
+        raise UserError(f"checkpoint {path} is malformed ({detail})") from None
+
+
+def _test(trainer: Trainer, test: DataLoader | None) -> None:
+    if test is None:
+        return
+    for name, value in trainer.evaluator(test).items():
+        trainer.loop.metrics[f"test/{name}"] = value
+        trainer.run.log(trainer.loop.step, trainer.loop.epoch, "test", name, value)
 
 
 def _plan(cfg: Config, trainer: Trainer) -> str:
@@ -282,18 +306,23 @@ def _fail(
     trainer.progress.close()
     run = trainer.run
     if isinstance(exc, KeyboardInterrupt):
-        if isinstance(exc, Interrupted) and not exc.abort:
+        if isinstance(exc, Interrupted) and not exc.abort and not trainer.done:
             # Raised at a step boundary: this state resumes exactly. An abort (a second
             # signal) or a bare Ctrl-C may have come mid-step: keep the last checkpoint.
+            # After training, last.pt already holds the final state (and the model now
+            # holds the best weights, which must not go into it).
             trainer.checkpointer.save(run, ["last.pt"])
         finish(run, summary, "interrupted", trainer, started, s.doc)
         s.console.print(
-            f"[yellow]interrupted[/] at step {trainer.loop.step}; resume with:\n  trainwell "
-            f"train --config {run.path / 'config.yaml'} run.dir={run.path} --resume auto",
+            f"[yellow]interrupted[/] at step {trainer.loop.step}; resume with:\n  "
+            f"{resume_command(s.cfg, run.path)}",
             highlight=False,
         )
+        exc.reported = True  # type: ignore[attr-defined]  # the CLI adds no line of its own
         return
     summary["error"] = f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, Diverged):
+        summary["stop_reason"] = "diverged"
     if s.doc is not None:
         explain_crash(s.doc, exc)
     finish(run, summary, "failed", trainer, started, s.doc)

@@ -23,7 +23,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from trainwell._options import check, option
+from trainwell._options import check, check_int, check_number, option
 from trainwell.errors import UserError
 from trainwell.imports import call_with, is_import_path, resolve
 
@@ -52,16 +52,19 @@ class OptimConfig:
 
     def __post_init__(self) -> None:
         _check_name(self.name, "optim.name", OPTIMIZERS)
-        check(self.lr > 0, "optim.lr", f"must be positive; got {self.lr}")
+        # Bounds wide enough for any recipe; beyond them training only diverges or
+        # divides by zero, far from the config line that caused it.
+        check_number(self.lr, "optim.lr", 0, 10, low_open=True)
+        check_number(self.weight_decay, "optim.weight_decay", 0, 10, high_open=True)
         check(
-            self.weight_decay >= 0, "optim.weight_decay", f"must be >= 0; got {self.weight_decay}"
-        )
-        check(
-            len(self.betas) == 2 and all(0 <= b < 1 for b in self.betas),
+            len(self.betas) == 2,
             "optim.betas",
             f"must be two numbers in [0, 1); got {list(self.betas)}",
         )
-        check(self.momentum >= 0, "optim.momentum", f"must be >= 0; got {self.momentum}")
+        for beta in self.betas:
+            check_number(beta, "optim.betas", 0, 1, high_open=True)
+        check_number(self.eps, "optim.eps", 0, 1, low_open=True, high_open=True)
+        check_number(self.momentum, "optim.momentum", 0, 1, high_open=True)
         check(
             not (self.name == "sgd" and self.nesterov and self.momentum == 0),
             "optim.nesterov",
@@ -92,16 +95,10 @@ class SchedConfig:
             "applies to the built-in schedules; put the warmup in your scheduler "
             "(e.g. torch.optim.lr_scheduler:SequentialLR) or use sched.name=cosine",
         )
-        check(
-            self.warmup_steps >= 0, "sched.warmup_steps", f"must be >= 0; got {self.warmup_steps}"
-        )
-        check(
-            0 <= self.min_lr_ratio <= 1,
-            "sched.min_lr_ratio",
-            f"must be in [0, 1]; got {self.min_lr_ratio}",
-        )
-        check(self.step_size > 0, "sched.step_size", f"must be positive; got {self.step_size}")
-        check(0 < self.gamma <= 1, "sched.gamma", f"must be in (0, 1]; got {self.gamma}")
+        check_int(self.warmup_steps, "sched.warmup_steps", low=0)
+        check_number(self.min_lr_ratio, "sched.min_lr_ratio", 0, 1)
+        check_int(self.step_size, "sched.step_size")
+        check_number(self.gamma, "sched.gamma", 0, 1, low_open=True)
 
 
 def _check_name(name: str, key: str, choices: tuple[str, ...]) -> None:

@@ -126,6 +126,7 @@ def overfit_one_batch(
         >>> from trainwell.engine.step_fn import LossStep
         >>> torch.manual_seed(0)  # doctest: +ELLIPSIS
         <torch._C.Generator object at ...>
+        >>> from torch import nn
         >>> net = nn.Sequential(nn.Linear(4, 32), nn.ReLU(), nn.Linear(32, 3))
         >>> batch = [(torch.randn(8, 4), torch.randint(0, 3, (8,)))]
         >>> opt = torch.optim.AdamW(net.parameters(), lr=1e-2)

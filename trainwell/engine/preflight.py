@@ -26,6 +26,8 @@ from torch import nn
 from trainwell.data import DataSplits, check_labels, targets_of
 from trainwell.engine.batch import sample_count, to_device
 from trainwell.engine.step_fn import (
+    CLASS_INDEX_LOSSES,
+    NARROW_INTS,
     StepError,
     Steps,
     ignore_index_of,
@@ -96,6 +98,9 @@ def _check_loss_step(model: nn.Module, steps: Steps, splits: DataSplits, batch: 
     model.eval()
     with torch.inference_mode():
         outputs = model(inputs)
+    _check_target_type(outputs, targets, loss_fn)
+    if isinstance(targets, torch.Tensor) and targets.dtype in NARROW_INTS:
+        targets = targets.long()  # as the step widens them
     ignore = ignore_index_of(loss_fn)
     if is_class_target(outputs, targets):
         num_classes = int(outputs.shape[1])
@@ -104,6 +109,25 @@ def _check_loss_step(model: nn.Module, steps: Steps, splits: DataSplits, batch: 
         return Task(True, num_classes, ignore)
     _check_broadcast(outputs, targets)
     return Task(False, None, ignore)
+
+
+def _check_target_type(outputs: Any, targets: Any, loss_fn: Any) -> None:
+    """Targets a loss cannot take: not tensors (strings), or not class indices for a
+    class-index loss (float or bool labels for cross-entropy)."""
+    if not isinstance(targets, torch.Tensor):
+        raise UserError(
+            f"train.loss: the targets are {type(targets).__name__}, not a tensor (string "
+            "labels?); map them to class indices or numbers in the data set"
+        )
+    class_loss = isinstance(loss_fn, CLASS_INDEX_LOSSES)
+    shaped = isinstance(outputs, torch.Tensor) and outputs.ndim == targets.ndim + 1
+    if class_loss and shaped and (targets.is_floating_point() or targets.dtype == torch.bool):
+        name = type(loss_fn).__name__
+        raise UserError(
+            f"train.loss: {name} takes class indices, but the targets are "
+            f"{str(targets.dtype).removeprefix('torch.')}; make them integers (.long()) in the "
+            "data set"
+        )
 
 
 def _check_broadcast(outputs: Any, targets: Any) -> None:

@@ -1,9 +1,11 @@
 """Resuming: find the checkpoint to continue from, and compare its config with today's.
 
-``--resume auto`` takes the newest checkpoint of ``run.dir`` that loads; a newest one
-that is truncated or corrupt (a crash mid-write on a filesystem without atomic rename, a
-disk error) is skipped with a message, never silently. With no checkpoint at all, the
-run starts from scratch, which is what a restarted job wants.
+``--resume auto`` takes the newest checkpoint of ``run.dir`` that loads (``last.pt``,
+``step-N.pt`` and ``best.pt`` alike: a torn ``last.pt`` beside a good ``best.pt`` resumes
+from the best one, never from scratch over it); a newest one that is truncated or
+corrupt (a crash mid-write on a filesystem without atomic rename, a disk error) is
+skipped with a message, never silently. With no checkpoint at all, the run starts from
+scratch, which is what a restarted job wants.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 from typing import Any
+
+import torch
 
 from trainwell.engine import checkpoint as ckpt
 from trainwell.errors import UserError
@@ -22,12 +26,20 @@ _IGNORED = ("run.dir", "run.name")
 
 
 def candidates(run_dir: Path) -> list[Path]:
-    """Checkpoints of a run directory, newest first (last.pt, step-N.pt; not best.pt)."""
+    """Checkpoints of a run directory, newest first (last.pt, step-N.pt, best.pt).
+
+    best.pt comes last among files written at the same instant: it is written beside
+    last.pt at an epoch's end, with the same state.
+    """
     folder = run_dir / "checkpoints"
     if not folder.is_dir():
         return []
-    files = [p for p in folder.iterdir() if p.name == "last.pt" or ckpt.STEP_FILE.match(p.name)]
-    return sorted(files, key=lambda p: p.stat().st_mtime_ns, reverse=True)
+    files = [
+        p
+        for p in folder.iterdir()
+        if p.name in ("last.pt", "best.pt") or ckpt.STEP_FILE.match(p.name)
+    ]
+    return sorted(files, key=lambda p: (p.stat().st_mtime_ns, p.name != "best.pt"), reverse=True)
 
 
 def find(run_dir: Path, say: Any = print) -> tuple[Path, dict[str, Any]] | None:
@@ -37,10 +49,55 @@ def find(run_dir: Path, say: Any = print) -> tuple[Path, dict[str, Any]] | None:
     """
     for path in candidates(run_dir):
         try:
-            return path, ckpt.load_checkpoint(path)
+            return path, load_resumable(path)
         except UserError as exc:
             say(f"skipping unusable checkpoint: {exc}")
     return None
+
+
+# What a resumable checkpoint holds, and the type of each; anything else is refused
+# before any of it is used (a crafted or foreign file must not half-restore a run).
+_SCHEMA: dict[str, type] = {
+    "model": dict,
+    "optimizer": dict,
+    "scheduler": dict,
+    "step": int,
+    "epoch": int,
+    "data": dict,
+    "early_stop": dict,
+    "config": dict,
+    "rng": dict,
+}
+
+
+def load_resumable(path: Path) -> dict[str, Any]:
+    """A checkpoint that holds a whole training state, checked against its schema.
+
+    Raises :class:`UserError` naming the file and the first thing wrong: a key missing
+    (a weights-only file), a value of the wrong type, weights that are not dense tensors.
+    """
+    state = ckpt.load_checkpoint(path)
+    for key, kind in _SCHEMA.items():
+        if key not in state:
+            raise UserError(
+                f"checkpoint {path} cannot be resumed: it has no {key!r} (a weights-only file "
+                "holds no training state to continue)"
+            )
+        value = state[key]
+        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+            raise UserError(
+                f"checkpoint {path} is malformed: {key!r} is a {type(value).__name__}, "
+                f"expected a {kind.__name__}"
+            )
+    for name, tensor in state["model"].items():
+        if not isinstance(tensor, torch.Tensor) or tensor.layout != torch.strided:
+            shown = type(tensor).__name__ if not isinstance(tensor, torch.Tensor) else tensor.layout
+            raise UserError(
+                f"checkpoint {path} is malformed: weight {name!r} is {shown}, not a dense tensor"
+            )
+    if not isinstance(state["data"].get("steps_into_epoch"), int):
+        raise UserError(f"checkpoint {path} is malformed: no data position (steps_into_epoch)")
+    return state
 
 
 def remove_stale_temporaries(run_dir: Path) -> None:

@@ -6,7 +6,11 @@ else is on disk, so a run that dies never looks complete.
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -15,6 +19,7 @@ from trainwell.config import Config
 from trainwell.doctor.findings import to_json as doctor_json
 from trainwell.engine.distributed import Placement, broadcast_object
 from trainwell.engine.resume import remove_stale_temporaries
+from trainwell.engine.run_lock import RunLock
 from trainwell.engine.rundir import NullRunDir, RunDir
 from trainwell.errors import UserError
 
@@ -30,16 +35,21 @@ def open_run_dir(
     resumed: tuple[Path, dict[str, Any]] | None,
     place: Placement,
 ) -> RunDir:
-    """Rank 0 creates or reopens the run directory; other ranks get a :class:`NullRunDir`.
+    """Rank 0 locks and creates or reopens the run directory; other ranks get a
+    :class:`NullRunDir`.
 
-    A refusal (the folder holds a completed run) reaches every rank, so none hangs.
+    A refusal (the folder holds a completed run, another process holds it, a checkpoint of
+    another run would overwrite it) reaches every rank, so none hangs.
     """
     # Without run.dir, rank 0's timestamped path is everyone's.
     path = broadcast_object(path, place)
     run: RunDir = NullRunDir(path)
     error = None
+    lock = None
     if place.is_main:
         try:
+            _refuse_foreign(path, resume, resumed)
+            lock = RunLock.acquire(path)
             if resume is None:
                 run = RunDir.create(path)
             else:
@@ -52,12 +62,60 @@ def open_run_dir(
             from trainwell import env
 
             run.write_text("env.json", env.to_json(env.collect()))
+            run.lock = lock
         except UserError as exc:
             error = str(exc)
+            if lock is not None:
+                lock.release()
+            if not isinstance(run, NullRunDir):  # the folder is ours: it says why it stopped
+                with contextlib.suppress(UserError):
+                    run.write_summary({"status": "failed", "error": error})
     error = broadcast_object(error, place)
     if error:
         raise UserError(error)
     return run
+
+
+def _refuse_foreign(
+    path: Path, resume: str | Path | None, resumed: tuple[Path, dict[str, Any]] | None
+) -> None:
+    """A checkpoint of one run is never resumed into the folder of another run."""
+    if resumed is None or str(resume) == "auto" or not (path / "summary.json").exists():
+        return
+    if resumed[0].resolve().parent == (path / "checkpoints").resolve():
+        return  # its own run
+    raise UserError(
+        f"run.dir: {path} holds another run; resuming {resumed[0]} there would overwrite it. "
+        "Leave run.dir unset to continue that checkpoint's own run, or choose a new run.dir"
+    )
+
+
+def resume_command(cfg: Config, path: Path) -> str:
+    """The command that continues this run, launcher flags included on several processes."""
+    launcher = ""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world > 1:
+        local = int(os.environ.get("LOCAL_WORLD_SIZE", world))
+        launcher = f" --nproc {local}"
+        if world > local:
+            nodes = world // local
+            launcher += f" --nnodes {nodes} --node-rank RANK --master-addr HOST"
+    return f"trainwell train{launcher} --config {path / 'config.yaml'} run.dir={path} --resume auto"
+
+
+def mark_failed(path: Path, cause: str) -> None:
+    """A run whose processes died without a word (a killed worker): say so in its summary.
+
+    Only a summary still saying ``running`` changes; one a worker wrote stays.
+    """
+    summary = path / "summary.json"
+    try:
+        data = json.loads(summary.read_text())
+    except (OSError, ValueError):
+        return
+    if isinstance(data, dict) and data.get("status") == "running":
+        data.update(status="failed", error=cause)
+        RunDir(path).write_summary(data)
 
 
 def start_summary(trainer: Trainer, resumed_from: Path | None) -> dict[str, Any]:
@@ -89,13 +147,22 @@ def finish(
     started: float,
     doc: Doctor | None,
 ) -> None:
-    """Flush the metrics, write doctor.json, the curves, and the summary last."""
-    run.flush()
+    """Flush the metrics, write doctor.json, the curves, and the summary last.
+
+    Each write is tried on its own (a disk gone read-only fails the first, not the
+    summary's chance to say ``failed``); the first error is raised after the summary.
+    """
+    errors: list[UserError] = []
+    with _collected(errors):
+        run.flush()
     if doc is not None:
-        run.write_text("doctor.json", doctor_json(doc.findings, steps=doc.steps, errors=doc.errors))
+        with _collected(errors):
+            run.write_text(
+                "doctor.json", doctor_json(doc.findings, steps=doc.steps, errors=doc.errors)
+            )
     loop, train_time = trainer.loop, trainer.train_time
     summary.update(
-        status=status,
+        status="failed" if errors and status == "completed" else status,
         steps=loop.step,
         final=dict(loop.metrics),
         best=loop.best or None,
@@ -105,10 +172,25 @@ def finish(
         train_time_s=round(train_time, 3),
         samples_per_s=round(trainer.samples / train_time, 1) if train_time > 0 else None,
     )
+    if errors:
+        summary.setdefault("error", str(errors[0]))
     if run.rows:
         try:
             run.plot_curves()
         except Exception as exc:  # a plot must never lose a finished run's summary
             summary["curves_error"] = f"{type(exc).__name__}: {exc}"
     # Written last: "completed" appears only once everything else is on disk.
-    run.write_summary(summary)
+    with _collected(errors):
+        run.write_summary(summary)
+    if run.lock is not None:
+        run.lock.release()
+    if errors:
+        raise errors[0]
+
+
+@contextlib.contextmanager
+def _collected(errors: list[UserError]) -> Iterator[None]:
+    try:
+        yield
+    except UserError as exc:
+        errors.append(exc)

@@ -10,8 +10,10 @@ everything else is written, so a run that dies never looks complete.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import datetime as dt
+import errno
 import json
 import os
 import re
@@ -48,7 +50,12 @@ class RunConfig:
             "run.name",
             f"{self.name!r} must not contain '/', '\\', '..' or control characters",
         )
-        check(self.seed >= 0, "run.seed", f"must be >= 0; got {self.seed}")
+        # torch takes 64-bit seeds; per-rank seeds add up to 1e6 x ranks on top.
+        check(
+            isinstance(self.seed, int) and 0 <= self.seed < 2**62,
+            "run.seed",
+            f"must be an integer in [0, 2**62); got {self.seed}",
+        )
         check(
             re.fullmatch(r"auto|cpu|mps|cuda(:\d+)?", self.device) is not None,
             "run.device",
@@ -96,6 +103,8 @@ class RunDir:
         self.summary_path = path / "summary.json"
         self.rows: list[tuple[int, int, str, str, float]] = []
         self._pending: list[tuple[int, int, str, str, float]] = []
+        # The run's RunLock, held by the process that writes here (set when opened).
+        self.lock: Any = None
 
     @classmethod
     def create(cls, path: Path) -> RunDir:
@@ -148,11 +157,20 @@ class RunDir:
         return rd
 
     def write_text(self, name: str, text: str) -> None:
-        """Write a small file of the run atomically (rename over the old one)."""
+        """Write a small file of the run atomically (rename over the old one).
+
+        A failed write (a full or read-only disk) leaves no temporary file and raises a
+        one-line :class:`UserError` naming the file and the errno.
+        """
         target = self.path / name
         tmp = target.with_name(f".{name}.tmp")
-        tmp.write_text(text)
-        os.replace(tmp, target)
+        try:
+            tmp.write_text(text)
+            os.replace(tmp, target)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+            raise write_error(target, exc) from None
 
     def write_json(self, name: str, data: Any) -> None:
         self.write_text(name, json.dumps(data, indent=2, default=str) + "\n")
@@ -166,8 +184,11 @@ class RunDir:
     def flush(self) -> None:
         if not self._pending:
             return
-        with open(self.metrics_path, "a", newline="") as f:
-            csv.writer(f).writerows(self._pending)
+        try:
+            with open(self.metrics_path, "a", newline="") as f:
+                csv.writer(f).writerows(self._pending)
+        except OSError as exc:
+            raise write_error(self.metrics_path, exc) from None
         self._pending.clear()
 
     def write_summary(self, summary: dict[str, Any]) -> None:
@@ -192,6 +213,12 @@ class NullRunDir(RunDir):
 
     def plot_curves(self) -> None:
         pass
+
+
+def write_error(path: Path, exc: OSError) -> UserError:
+    """One line for a file the run could not write: the path, the reason, the errno."""
+    code = errno.errorcode.get(exc.errno or 0, str(exc.errno))
+    return UserError(f"could not write {path}: {exc.strerror or exc} ({code})")
 
 
 def _read_status(summary: Path) -> str:

@@ -47,7 +47,7 @@ class Stepper:
         ...                   torch.device("cpu"))
         >>> sums = MetricSums(torch.device("cpu"))
         >>> loss = stepper([(torch.ones(4, 2), torch.tensor([0, 1, 0, 1]))], sums)
-        >>> loss.requires_grad, sorted(sums.sums)
+        >>> loss.requires_grad, sorted(sums.means())
         (False, ['loss'])
     """
 

@@ -173,6 +173,12 @@ def ignore_index_of(loss_fn: Any) -> int | None:
     return int(value) if isinstance(value, int) else None
 
 
+NARROW_INTS = (torch.int32, torch.int16, torch.int8, torch.uint8)
+
+# Losses that take class indices (integers) when the targets have one dimension fewer.
+CLASS_INDEX_LOSSES = (nn.CrossEntropyLoss, nn.NLLLoss)
+
+
 @dataclass
 class LossStep:
     """The step built from a loss: ``loss_fn(model(input), target)`` on ``(input, target)``.
@@ -195,6 +201,10 @@ class LossStep:
             inputs, targets = batch
         else:
             inputs, targets = split_pair(batch)
+        if isinstance(targets, torch.Tensor) and targets.dtype in NARROW_INTS:
+            # int32 / uint8 labels (NumPy's, an image mask's): widened without loss, as
+            # torch's class-index losses want int64.
+            targets = targets.long()
         outputs = model(inputs)
         loss = self.loss_fn(outputs, targets)
         if not self.accuracy or not is_class_target(outputs, targets):

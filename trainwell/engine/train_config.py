@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from trainwell._options import check, check_choice, option
+from trainwell._options import check, check_choice, check_int, check_number, option
 from trainwell.engine.precision import PRECISIONS
 from trainwell.imports import is_import_path
 
@@ -43,22 +43,14 @@ class TrainConfig:
     eval_every: int = option(1, "evaluate every this many epochs")
 
     def __post_init__(self) -> None:
-        check(self.epochs > 0, "train.epochs", f"must be positive; got {self.epochs}")
-        check(self.max_steps >= 0, "train.max_steps", f"must be >= 0; got {self.max_steps}")
-        check(
-            self.grad_accum_steps > 0,
-            "train.grad_accum_steps",
-            f"must be positive; got {self.grad_accum_steps}",
-        )
-        check(self.grad_clip >= 0, "train.grad_clip", f"must be >= 0; got {self.grad_clip}")
+        check_int(self.epochs, "train.epochs")
+        check_int(self.max_steps, "train.max_steps", low=0)
+        check_int(self.grad_accum_steps, "train.grad_accum_steps")
+        check_number(self.grad_clip, "train.grad_clip", low=0)
         check_choice(self.precision, "train.precision", PRECISIONS)
-        check(
-            0 <= self.label_smoothing < 1,
-            "train.label_smoothing",
-            f"must be in [0, 1); got {self.label_smoothing}",
-        )
-        check(self.log_every > 0, "train.log_every", f"must be positive; got {self.log_every}")
-        check(self.eval_every > 0, "train.eval_every", f"must be positive; got {self.eval_every}")
+        check_number(self.label_smoothing, "train.label_smoothing", 0, 1, high_open=True)
+        check_int(self.log_every, "train.log_every")
+        check_int(self.eval_every, "train.eval_every")
         check(
             self.loss in LOSS_NAMES or is_import_path(self.loss),
             "train.loss",

@@ -16,6 +16,7 @@ runs every ``train.log_every`` steps, not every step.
 from __future__ import annotations
 
 import itertools
+import math
 import os
 import signal
 import time
@@ -43,7 +44,7 @@ from trainwell.engine.signals import GracefulStop, Interrupted
 from trainwell.engine.state import LoopState
 from trainwell.engine.step import Stepper
 from trainwell.engine.step_fn import StepFn, unpack
-from trainwell.errors import UserError
+from trainwell.errors import Diverged, UserError
 
 
 @dataclass
@@ -71,9 +72,13 @@ class Trainer:
     val_loader: DataLoader | None
     total_steps: int
     check_labels: Callable[[Any], None] | None = None
+    stop: GracefulStop = field(default_factory=GracefulStop)
     train_time: float = 0.0
+    # True once train() returned: the final state is in last.pt.
+    done: bool = False
     _ddp_checked: bool = field(default=False, repr=False)
     _epoch_started: float = field(default=0.0, repr=False)
+    _last_window_loss: float | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         # Decided once, not per step.
@@ -86,25 +91,27 @@ class Trainer:
         """Epochs of optimizer steps until the schedule ends, max_steps or early stopping."""
         epoch, skip = self._start(resumed)
         crash_at = _test_crash_step(self.place)
-        with GracefulStop() as stop:
-            while epoch < self.cfg.train.epochs and not self.stopper.should_stop:
-                if self.loop.step >= self.total_steps and not skip:
-                    break
-                self.loop.start_epoch(epoch, skip)
-                self.model.train()
-                # Labels the data set could not show up front are checked in the first epoch.
-                self.stepper.inspect = self.check_labels if epoch == 0 else None
-                self._epoch_started = started = time.perf_counter()
-                left = self.total_steps - self.loop.step
-                for micro_batches in itertools.islice(self.data.epoch(epoch, skip), left):
-                    self.train_step(micro_batches)
-                    if self.loop.step == crash_at:
-                        os._exit(13)
-                    self.after_step(stop)
-                self.train_time += time.perf_counter() - started
-                self.end_of_epoch(epoch)
-                self._stop_if_requested(stop)
-                epoch, skip = epoch + 1, 0
+        stop = self.stop
+        self._stop_if_requested(stop)  # a signal during set-up: stop before the first step
+        while epoch < self.cfg.train.epochs and not self.stopper.should_stop:
+            if self.loop.step >= self.total_steps and not skip:
+                break
+            self.loop.start_epoch(epoch, skip)
+            self.model.train()
+            # Labels the data set could not show up front are checked in the first epoch.
+            self.stepper.inspect = self.check_labels if epoch == 0 else None
+            self._epoch_started = started = time.perf_counter()
+            left = self.total_steps - self.loop.step
+            for micro_batches in itertools.islice(self.data.epoch(epoch, skip), left):
+                self.train_step(micro_batches)
+                if self.loop.step == crash_at:
+                    os._exit(13)
+                self.after_step(stop)
+            self.train_time += time.perf_counter() - started
+            self.end_of_epoch(epoch)
+            self._stop_if_requested(stop)
+            epoch, skip = epoch + 1, 0
+        self.done = True
         if self.stopper.should_stop:
             return f"early stop: no better {self.monitor} in {self.stopper.patience} evals"
         max_steps = self.cfg.train.max_steps
@@ -146,6 +153,7 @@ class Trainer:
         self.run.log(step, epoch, "train", "lr", lr)
         elapsed = self.train_time + time.perf_counter() - self._epoch_started
         rate = self.samples / max(elapsed, 1e-9)
+        self._last_window_loss = means.get("loss")
         self.progress.update(step, epoch, means.get("loss", float("nan")), lr, rate)
 
     def end_of_epoch(self, epoch: int) -> None:
@@ -172,6 +180,19 @@ class Trainer:
         loop.epoch_done = True
         self.checkpointer.save(self.run, ["best.pt", "last.pt"] if improved else ["last.pt"])
         self.progress.epoch_line(epoch, self.cfg.train.epochs, loop.step, loop.metrics)
+        self._stop_if_diverged(fresh.get("train/loss"))
+
+    def _stop_if_diverged(self, epoch_loss: float | None) -> None:
+        """A loss NaN/Inf over the epoch and still at its end will not come back."""
+        # The last log window's loss says whether it is still there (no window: the epoch).
+        last = epoch_loss if self._last_window_loss is None else self._last_window_loss
+        if epoch_loss is None or math.isfinite(epoch_loss) or math.isfinite(last):
+            return
+        raise Diverged(
+            f"the training loss became {epoch_loss} and stayed there (diverged by step "
+            f"{self.loop.step}); lower optim.lr, raise sched.warmup_steps, or keep "
+            "train.grad_clip on; `trainwell lr-find` suggests an lr"
+        )
 
     @property
     def samples(self) -> int:

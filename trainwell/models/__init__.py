@@ -21,7 +21,7 @@ from typing import Any
 
 from torch import nn
 
-from trainwell._options import check, option
+from trainwell._options import check, check_int, check_number, option
 from trainwell.errors import UserError
 from trainwell.imports import call_with, is_import_path, resolve
 
@@ -43,6 +43,14 @@ def simple_cnn(
     """
     if len(input_shape) != 3:
         raise UserError(f"simple_cnn needs images shaped (C, H, W); the data gives {input_shape}")
+    check(
+        isinstance(channels, Sequence) and not isinstance(channels, str) and len(channels) == 2,
+        "model.kwargs.channels",
+        f"simple_cnn takes two conv widths, e.g. [32, 64]; got {channels!r}",
+    )
+    _check_widths(channels, "model.kwargs.channels")
+    _check_widths([hidden], "model.kwargs.hidden")
+    _check_head(num_classes, dropout)
     c_in, h, w = input_shape
     c1, c2 = channels
     # Two 2x2 pools with floor division, as nn.MaxPool2d does.
@@ -78,6 +86,13 @@ def mlp(
         >>> mlp(10, (1, 8, 8), hidden=(32,))[1]
         Linear(in_features=64, out_features=32, bias=True)
     """
+    check(
+        isinstance(hidden, Sequence) and not isinstance(hidden, str),
+        "model.kwargs.hidden",
+        f"mlp takes a list of layer widths, e.g. [256, 128]; got {hidden!r}",
+    )
+    _check_widths(hidden, "model.kwargs.hidden")
+    _check_head(num_classes, dropout)
     layers: list[nn.Module] = [nn.Flatten()]
     width = math.prod(input_shape)
     for h in hidden:
@@ -85,6 +100,22 @@ def mlp(
         width = h
     layers.append(nn.Linear(width, num_classes))
     return nn.Sequential(*layers)
+
+
+# A layer wider than this is a typo for a built-in model (a 2**20-wide linear layer over
+# as many inputs is 4 TiB of weights); zero or negative widths fail inside torch.
+MAX_WIDTH = 2**20
+
+
+def _check_widths(widths: Sequence[Any], key: str) -> None:
+    for width in widths:
+        check_int(width, key, high=MAX_WIDTH)
+
+
+def _check_head(num_classes: Any, dropout: Any) -> None:
+    # num_classes comes from model.kwargs or, when not set there, from the data.
+    check_int(num_classes, "num_classes (model.kwargs or the data's)", high=MAX_WIDTH)
+    check_number(dropout, "model.kwargs.dropout", 0, 1, high_open=True)
 
 
 BUILTIN_MODELS = {"simple_cnn": simple_cnn, "mlp": mlp}

@@ -1,0 +1,20 @@
+"""The examples in the engine's docstrings run and say what they show."""
+
+from __future__ import annotations
+
+import doctest
+import importlib
+import pkgutil
+
+import pytest
+
+import trainwell.engine
+
+MODULES = sorted(m.name for m in pkgutil.iter_modules(trainwell.engine.__path__))
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_docstring_examples(name):
+    module = importlib.import_module(f"trainwell.engine.{name}")
+    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS, verbose=False)
+    assert result.failed == 0, f"{result.failed} docstring example(s) of {name} failed"

@@ -1,0 +1,70 @@
+"""One process per run directory: an OS lock on ``RUN/.lock``, held while the run lives.
+
+Two trainings writing one run directory interleave their metrics rows and overwrite each
+other's checkpoints. The lock is ``flock`` on a file in the folder: the kernel drops it
+when the process ends, however it ends (SIGKILL included), so a crashed run never leaves
+a stale lock behind. The file holds the holder's pid, for the refusal's message.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+
+from trainwell.errors import UserError
+
+try:
+    import fcntl
+except ImportError:  # Windows: no flock; runs are not guarded there
+    fcntl = None  # type: ignore[assignment]
+
+
+class RunLock:
+    """The held lock of one run directory.
+
+    Example:
+        >>> import tempfile
+        >>> folder = Path(tempfile.mkdtemp())
+        >>> lock = RunLock.acquire(folder)
+        >>> (folder / ".lock").read_text() == str(os.getpid())
+        True
+        >>> lock.release()
+    """
+
+    def __init__(self, fd: int | None) -> None:
+        self.fd = fd
+
+    @classmethod
+    def acquire(cls, folder: Path) -> RunLock:
+        """Take the lock of ``folder`` (created if missing), or refuse with the holder's pid."""
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            fd = os.open(folder / ".lock", os.O_RDWR | os.O_CREAT, 0o666)
+        except OSError as exc:
+            raise UserError(f"run.dir: cannot use {folder}: {exc.strerror}") from None
+        if fcntl is None:
+            return cls(fd)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = os.read(fd, 32).decode(errors="replace").strip() or "unknown"
+            os.close(fd)
+            raise UserError(
+                f"run.dir: {folder} is in use by another trainwell process (pid {holder}); "
+                "wait for it to end, or choose another run.dir"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
+        return cls(fd)
+
+    def __del__(self) -> None:
+        # A run that ends without finish() (an exception before the loop) lets go too.
+        self.release()
+
+    def release(self) -> None:
+        """Let go of the lock (the process's end does it too)."""
+        if self.fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self.fd)
+            self.fd = None
