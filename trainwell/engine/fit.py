@@ -312,7 +312,8 @@ def _fail(
             # After training, last.pt already holds the final state (and the model now
             # holds the best weights, which must not go into it).
             trainer.checkpointer.save(run, ["last.pt"])
-        finish(run, summary, "interrupted", trainer, started, s.doc)
+        with contextlib.suppress(UserError):  # the signal is the news, not a full disk
+            finish(run, summary, "interrupted", trainer, started, s.doc)
         s.console.print(
             f"[yellow]interrupted[/] at step {trainer.loop.step}; resume with:\n  "
             f"{resume_command(s.cfg, run.path)}",
@@ -325,4 +326,7 @@ def _fail(
         summary["stop_reason"] = "diverged"
     if s.doc is not None:
         explain_crash(s.doc, exc)
-    finish(run, summary, "failed", trainer, started, s.doc)
+    # The error that stopped the run is the one to report; one more from writing its end
+    # (the same full disk) would only hide it.
+    with contextlib.suppress(UserError):
+        finish(run, summary, "failed", trainer, started, s.doc)

@@ -153,6 +153,11 @@ def finish(
     summary's chance to say ``failed``); the first error is raised after the summary.
     """
     errors: list[UserError] = []
+    if status != "completed":
+        # A run that stops says so first: whatever fills the disk after (doctor.json, the
+        # curves) must not leave it saying "running".
+        with _collected(errors):
+            run.write_summary({**summary, "status": status})
     with _collected(errors):
         run.flush()
     if doc is not None:

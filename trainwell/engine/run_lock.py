@@ -9,6 +9,7 @@ a stale lock behind. The file holds the holder's pid, for the refusal's message.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 from pathlib import Path
 
@@ -54,8 +55,17 @@ class RunLock:
                 f"run.dir: {folder} is in use by another trainwell process (pid {holder}); "
                 "wait for it to end, or choose another run.dir"
             ) from None
-        os.ftruncate(fd, 0)
-        os.write(fd, str(os.getpid()).encode())
+        try:
+            os.ftruncate(fd, 0)
+            os.write(fd, str(os.getpid()).encode())
+        except OSError as exc:  # a full disk: nothing of the run could be written anyway
+            os.close(fd)
+            with contextlib.suppress(OSError):
+                (folder / ".lock").unlink()
+            code = errno.errorcode.get(exc.errno or 0, "")
+            raise UserError(
+                f"could not write {folder / '.lock'}: {exc.strerror or exc} ({code})"
+            ) from None
         return cls(fd)
 
     def __del__(self) -> None:

@@ -255,5 +255,12 @@ def plot_curves(rows: list[tuple[int, int, str, str, float]], out: Path) -> None
         if ax.lines:
             ax.legend()
     fig.tight_layout()
-    fig.savefig(out, dpi=100)
-    plt.close(fig)
+    # Through a temporary file: a full disk must not leave a truncated curves.png.
+    tmp = out.with_name(f".{out.name}.tmp")
+    try:
+        fig.savefig(tmp, dpi=100, format="png")
+        os.replace(tmp, out)
+    finally:
+        plt.close(fig)
+        with contextlib.suppress(OSError):
+            tmp.unlink()
