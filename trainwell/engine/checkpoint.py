@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from trainwell._options import check, option
+from trainwell._options import check_int, option
 from trainwell.errors import UserError
 
 STEP_FILE = re.compile(r"^step-(\d+)\.pt$")
@@ -37,10 +37,8 @@ class CheckpointConfig:
     keep_last: int = option(3, "how many step-N.pt to keep (last.pt and best.pt are always kept)")
 
     def __post_init__(self) -> None:
-        check(
-            self.every_steps >= 0, "checkpoint.every_steps", f"must be >= 0; got {self.every_steps}"
-        )
-        check(self.keep_last >= 1, "checkpoint.keep_last", f"must be >= 1; got {self.keep_last}")
+        check_int(self.every_steps, "checkpoint.every_steps", low=0)
+        check_int(self.keep_last, "checkpoint.keep_last", low=1)
 
 
 def save_atomic(state: dict[str, Any], path: str | Path) -> None:
