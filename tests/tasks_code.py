@@ -144,3 +144,40 @@ class Stream(IterableDataset):
 
 def make_stream():
     return Stream(), make_regression(64)
+
+
+# ---- callbacks ---------------------------------------------------------------------------
+
+
+class Recorder:
+    """A callback that notes every event, and counts steps as its state."""
+
+    def __init__(self, stop_at: int = 0) -> None:
+        self.events: list[tuple] = []
+        self.steps = 0
+        self.stop_at = stop_at
+
+    def on_fit_start(self, ctx) -> None:
+        self.events.append(("fit_start", ctx.step))
+
+    def on_step_end(self, ctx) -> None:
+        self.steps += 1
+        if self.stop_at and ctx.step >= self.stop_at:
+            ctx.request_stop()
+
+    def on_eval_end(self, ctx) -> None:
+        self.events.append(("eval_end", ctx.step, sorted(ctx.metrics)))
+
+    def on_checkpoint(self, ctx) -> None:
+        self.events.append(("checkpoint", ctx.step, ctx.checkpoint))
+
+    def on_fit_end(self, ctx) -> None:
+        self.events.append(("fit_end", ctx.step, "test/loss" in ctx.metrics))
+        if ctx.run_dir is not None:
+            (ctx.run_dir / "recorder.txt").write_text(f"{self.steps} steps\n")
+
+    def state_dict(self) -> dict:
+        return {"steps": self.steps}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.steps = state["steps"]

@@ -243,3 +243,21 @@ def test_optimizer_and_scheduler_by_import_path_resume_from_their_state(tmp_path
     assert again.metrics == full.metrics
     for name, tensor in full.model.state_dict().items():
         assert torch.equal(tensor, again.model.state_dict()[name]), name
+
+
+def _acc_step(model, batch):
+    x, y = batch
+    logits = model(x)
+    return {"loss": F.cross_entropy(logits, y), "accuracy": (logits.argmax(1) == y).float().mean()}
+
+
+def test_a_user_step_logging_accuracy_is_monitored_by_it_and_a_typo_is_refused(tmp_path):
+    x, y = torch.randn(128, 4), torch.randint(0, 3, (128,))
+    kw = dict(model=nn.Linear(4, 3), train_data=TensorDataset(x, y),
+              val_data=TensorDataset(x, y), step_fn=_acc_step)  # fmt: skip
+    result = fit(tmp_path, "train.epochs=2", "data.batch_size=32", name="auto", **kw)
+    assert result.summary["monitor"] == "val/accuracy"
+    typo = r"early_stop.monitor: 'val/acuracy' is not a metric.*val/accuracy"
+    with pytest.raises(UserError, match=typo):
+        fit(tmp_path, "train.epochs=2", "data.batch_size=32", "early_stop.monitor=val/acuracy",
+            name="typo", **kw)  # fmt: skip

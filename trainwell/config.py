@@ -53,6 +53,12 @@ class Config:
     checkpoint: CheckpointConfig = option(CheckpointConfig(), "checkpoint")
     dist: DistConfig = option(DistConfig(), "dist")
     doctor: DoctorConfig = option(DoctorConfig(), "doctor")
+    callbacks: list[Any] = option(
+        [],
+        "user callbacks: import paths 'package.module:Cls', or {name: 'package.module:Cls', "
+        "kwargs: {...}}; each method on_fit_start, on_step_end, on_eval_end, on_checkpoint, "
+        "on_fit_end it defines is called",
+    )
 
     def __post_init__(self) -> None:
         # Cross-section rules that can be checked before any data is loaded; those that
@@ -79,12 +85,18 @@ def check_warmup(warmup_steps: int, total_steps: int) -> None:
 
 def _sections() -> dict[str, type]:
     hints = typing.get_type_hints(Config)
-    return {f.name: hints[f.name] for f in dataclasses.fields(Config)}
+    fields = dataclasses.fields(Config)
+    return {f.name: hints[f.name] for f in fields if dataclasses.is_dataclass(hints[f.name])}
+
+
+# Keys at the top level that are values, not sections.
+_TOP_LEVEL = ("callbacks",)
 
 
 def all_keys() -> list[str]:
     """Every dotted key, e.g. ``optim.lr``."""
-    return [f"{s}.{f.name}" for s, cls in _sections().items() for f in dataclasses.fields(cls)]
+    keys = [f"{s}.{f.name}" for s, cls in _sections().items() for f in dataclasses.fields(cls)]
+    return keys + list(_TOP_LEVEL)
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> Config:
@@ -168,6 +180,10 @@ def _check_mapping(data: dict[str, Any], prefix: str) -> None:
     sections = _sections()
     for key, value in data.items():
         dotted = f"{prefix}{key}"
+        if not prefix and key in _TOP_LEVEL:
+            if value is not None and not isinstance(value, list):
+                raise UserError(f"{key} must be a list; got {type(value).__name__} {value!r}")
+            continue
         if not prefix:
             if key not in sections:
                 raise UserError(_unknown_key_message(str(key)))
@@ -184,6 +200,8 @@ def _check_mapping(data: dict[str, Any], prefix: str) -> None:
 
 
 def _check_key(dotted: str) -> None:
+    if dotted in _TOP_LEVEL:
+        return
     section, _, rest = dotted.partition(".")
     sections = _sections()
     if section not in sections:
@@ -232,7 +250,7 @@ def _unknown_key_message(key: str) -> str:
     if name:
         # The right name in the wrong section (optim.epochs -> train.epochs).
         wanted = {name, _ALIASES.get(name, name)}
-        close += [k for k in all_keys() if k.split(".", 1)[1] in wanted]
+        close += [k for k in all_keys() if k.split(".", 1)[-1] in wanted]
     if not close and rest:
         close = difflib.get_close_matches(key, all_keys(), n=2, cutoff=0.6)
     if not close:
@@ -299,4 +317,7 @@ def reference_markdown() -> str:
                 f"| `{section}.{f.name}` | {_type_name(hints[f.name])} | `{shown}` | "
                 f"{f.metadata.get('help', '')} |"
             )
+    for f in dataclasses.fields(Config):
+        if f.name in _TOP_LEVEL:
+            lines.append(f"| `{f.name}` | a list | `[]` | {f.metadata.get('help', '')} |")
     return "\n".join(lines) + "\n"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import errno
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,7 @@ from torch import nn
 import trainwell
 from trainwell.config import Config, to_dict
 from trainwell.engine import checkpoint as ckpt
+from trainwell.engine.callbacks import Callbacks
 from trainwell.engine.distributed import Placement, any_process, gather_objects
 from trainwell.engine.early_stopping import EarlyStopping
 from trainwell.engine.precision import Precision
@@ -49,6 +50,7 @@ class Checkpointer:
     precision: Precision
     stopper: EarlyStopping
     loop: LoopState
+    callbacks: Callbacks = field(default_factory=Callbacks)
 
     def __post_init__(self) -> None:
         # The config does not change during a run; converting it costs milliseconds.
@@ -73,6 +75,7 @@ class Checkpointer:
             },
             "loop": loop.state_dict(),
             "early_stop": self.stopper.state_dict(),
+            "callbacks": self.callbacks.state_dict(),
             "best": dict(loop.best),
             "metrics": dict(loop.metrics),
             "rng": rng_state(),
@@ -95,6 +98,7 @@ class Checkpointer:
         if self.precision.scaler is not None and state.get("scaler"):
             self.precision.scaler.load_state_dict(state["scaler"])
         self.stopper.load_state_dict(state["early_stop"])
+        self.callbacks.load_state_dict(state.get("callbacks") or {})
         loop = state.get("loop") or {}
         per_rank = state.get("loop_per_rank") or []
         if len(per_rank) == self.place.world_size:

@@ -21,6 +21,7 @@ from trainwell.config import Config, check_warmup, load_config
 from trainwell.doctor.crash import explain as explain_crash
 from trainwell.doctor.findings import render
 from trainwell.doctor.frame import Doctor
+from trainwell.engine.callbacks import build_callbacks
 from trainwell.engine.checkpointer import Checkpointer, resume_point
 from trainwell.engine.distributed import (
     DistConfig,
@@ -74,6 +75,7 @@ def fit(
     loss_fn: LossFn | None = None,
     step_fn: StepFn | None = None,
     eval_step_fn: StepFn | None = None,
+    callbacks: list[Any] | None = None,
     resume: str | Path | None = None,
     dry_run: bool = False,
     console: Console | None = None,
@@ -90,6 +92,8 @@ def fit(
         step_fn: ``step(model, batch) -> loss | {"loss": loss, "metric": value}`` instead
             of ``train.step``: the forward and loss of one micro-batch of any shape.
         eval_step_fn: the step for evaluation (default: ``step_fn`` without grad).
+        callbacks: objects with any of ``on_fit_start``, ``on_step_end``, ``on_eval_end``,
+            ``on_checkpoint``, ``on_fit_end`` (after the config's ``callbacks``).
         resume: ``"auto"`` (the newest usable checkpoint of ``run.dir``, if any) or the
             path of a checkpoint; the run continues exactly where it stopped.
         dry_run: one step on a real batch and one eval batch, then stop; prints shapes
@@ -114,7 +118,8 @@ def fit(
         >>> result.metrics["val/mae"]  # doctest: +SKIP
     """
     cfg = config if isinstance(config, Config) else load_config(config)
-    given = Given(model, train_data, val_data, test_data, loss_fn, step_fn, eval_step_fn)
+    given = Given(model, train_data, val_data, test_data, loss_fn, step_fn, eval_step_fn,
+                  callbacks)  # fmt: skip
     place = setup(cfg.run.device, cfg.dist)
     try:
         # Only rank 0 talks; the others would repeat every line.
@@ -183,9 +188,10 @@ def _assemble(s: _Session, parts: Parts, net: nn.Module, data: TrainData) -> Tra
     scheduler = build_scheduler(cfg.sched, optimizer, total_steps)
     precision = Precision.build(resolve_precision(cfg.train.precision, place.device), place.device)
     has_val = parts.splits.val is not None
-    monitor, mode = resolve_monitor(cfg.early_stop, has_val, parts.task.classification)
+    monitor, mode = resolve_monitor(cfg.early_stop, has_val, parts.task.has_accuracy)
     stopper = EarlyStopping(monitor, mode, cfg.early_stop.patience, cfg.early_stop.min_delta)
     loop = LoopState(place.device)
+    callbacks = build_callbacks(cfg.callbacks, s.given.callbacks)
     return Trainer(
         cfg=cfg,
         place=place,
@@ -198,7 +204,7 @@ def _assemble(s: _Session, parts: Parts, net: nn.Module, data: TrainData) -> Tra
         monitor=monitor,
         loop=loop,
         checkpointer=Checkpointer(cfg, place, model, optimizer, scheduler, precision, stopper,
-                                  loop),  # fmt: skip
+                                  loop, callbacks),  # fmt: skip
         run=None,  # type: ignore[arg-type]  # opened by _train, after the resume point
         progress=None,  # type: ignore[arg-type]
         evaluator=Evaluator(model, parts.steps.eval, precision, place),
@@ -206,6 +212,7 @@ def _assemble(s: _Session, parts: Parts, net: nn.Module, data: TrainData) -> Tra
         total_steps=total_steps,
         check_labels=label_checker(parts.task, parts.splits.train),
         stop=s.stop,
+        callbacks=callbacks,
     )
 
 
@@ -253,6 +260,7 @@ def _train(s: _Session, parts: Parts, trainer: Trainer) -> FitResult:
         trainer.progress.close()
         summary["weights"] = ckpt.load_best_weights(run)
         _test(trainer, eval_loader(parts.splits.test, parts.loaders, place))
+        trainer.notify("on_fit_end")
         # A signal during the test: the run ends interrupted, and its resume tests again.
         trainer.stop.raise_if_requested()
     except BaseException as exc:

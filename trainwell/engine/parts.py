@@ -41,6 +41,7 @@ class Given:
     loss_fn: LossFn | None = None
     step_fn: StepFn | None = None
     eval_step_fn: StepFn | None = None
+    callbacks: list[Any] | None = None
 
 
 @dataclass

@@ -28,6 +28,7 @@ from trainwell.engine.batch import sample_count, to_device
 from trainwell.engine.step_fn import (
     CLASS_INDEX_LOSSES,
     NARROW_INTS,
+    LossStep,
     StepError,
     Steps,
     ignore_index_of,
@@ -51,6 +52,15 @@ class Task:
     classification: bool = False
     num_classes: int | None = None
     ignore_index: int | None = None
+    # The metric names a user's eval step returned on the dry batch (None: the loss's).
+    eval_metrics: frozenset[str] | None = None
+
+    @property
+    def has_accuracy(self) -> bool:
+        """Evaluation reports an accuracy: the default monitor is then val/accuracy."""
+        if self.eval_metrics is not None:
+            return "accuracy" in self.eval_metrics
+        return self.classification
 
 
 def preflight(
@@ -65,9 +75,11 @@ def preflight(
     with _untouched(model):
         batch = to_device(first_batch(), device)
         if steps.default:
-            return _check_loss_step(model, steps, splits, batch)
-        _check_user_step(model, steps, batch)
-    return Task()
+            task = _check_loss_step(model, steps, splits, batch)
+            if not isinstance(steps.eval, LossStep):  # the user's eval step decides
+                task.eval_metrics = _eval_names(model, steps, batch)
+            return task
+        return Task(eval_metrics=_check_user_step(model, steps, batch))
 
 
 @contextlib.contextmanager
@@ -162,9 +174,10 @@ def _shape(shape: tuple[int, ...], n: int | None) -> str:
     return "(" + ", ".join(dims) + ("," if len(dims) == 1 else "") + ")"
 
 
-def _check_user_step(model: nn.Module, steps: Steps, batch: Any) -> None:
+def _check_user_step(model: nn.Module, steps: Steps, batch: Any) -> frozenset[str]:
+    """The dry step (and eval step); returns the metric names evaluation reports."""
     model.train()
-    loss, _, _ = unpack(steps.train(model, batch), sample_count(batch), "train.step")
+    loss, metrics, _ = unpack(steps.train(model, batch), sample_count(batch), "train.step")
     if not loss.requires_grad:
         raise StepError(
             "train.step: the loss does not depend on any trainable parameter (it was "
@@ -172,9 +185,15 @@ def _check_user_step(model: nn.Module, steps: Steps, batch: Any) -> None:
         )
     del loss
     if steps.eval is not steps.train:
-        model.eval()
-        with torch.inference_mode():
-            unpack(steps.eval(model, batch), sample_count(batch), "train.eval_step")
+        return _eval_names(model, steps, batch)
+    return frozenset(metrics)
+
+
+def _eval_names(model: nn.Module, steps: Steps, batch: Any) -> frozenset[str]:
+    model.eval()
+    with torch.inference_mode():
+        _, metrics, _ = unpack(steps.eval(model, batch), sample_count(batch), "train.eval_step")
+    return frozenset(metrics)
 
 
 def label_checker(task: Task, train: Any) -> Callable[[Any], None] | None:

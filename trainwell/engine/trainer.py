@@ -31,6 +31,7 @@ from torch.utils.data import DataLoader
 from trainwell.config import Config
 from trainwell.engine import checkpoint as ckpt
 from trainwell.engine.batch import sample_count, to_device
+from trainwell.engine.callbacks import Callbacks, read_only
 from trainwell.engine.checkpointer import Checkpointer
 from trainwell.engine.distributed import Placement, any_process
 from trainwell.engine.early_stopping import EarlyStopping
@@ -73,6 +74,7 @@ class Trainer:
     total_steps: int
     check_labels: Callable[[Any], None] | None = None
     stop: GracefulStop = field(default_factory=GracefulStop)
+    callbacks: Callbacks = field(default_factory=Callbacks)
     train_time: float = 0.0
     # True once train() returned: the final state is in last.pt.
     done: bool = False
@@ -86,6 +88,7 @@ class Trainer:
         # On several processes the ranks must agree on the step to stop at, which takes a
         # collective (a device sync on CUDA): only at log points, where the loop syncs anyway.
         self._stop_every = self.cfg.train.log_every if self.place.distributed else 1
+        self._on_step = self.callbacks.has("on_step_end")
 
     def train(self, resumed: bool) -> str:
         """Epochs of optimizer steps until the schedule ends, max_steps or early stopping."""
@@ -93,7 +96,8 @@ class Trainer:
         crash_at = _test_crash_step(self.place)
         stop = self.stop
         self._stop_if_requested(stop)  # a signal during set-up: stop before the first step
-        while epoch < self.cfg.train.epochs and not self.stopper.should_stop:
+        self.notify("on_fit_start")
+        while epoch < self.cfg.train.epochs and not self._should_stop():
             if self.loop.step >= self.total_steps and not skip:
                 break
             self.loop.start_epoch(epoch, skip)
@@ -107,11 +111,15 @@ class Trainer:
                 if self.loop.step == crash_at:
                     os._exit(13)
                 self.after_step(stop)
+                if self.callbacks.stop_requested_by:
+                    break  # the epoch still ends: evaluation, best, last
             self.train_time += time.perf_counter() - started
             self.end_of_epoch(epoch)
             self._stop_if_requested(stop)
             epoch, skip = epoch + 1, 0
         self.done = True
+        if self.callbacks.stop_requested_by:
+            return f"stopped by callback {self.callbacks.stop_requested_by}"
         if self.stopper.should_stop:
             return f"early stop: no better {self.monitor} in {self.stopper.patience} evals"
         max_steps = self.cfg.train.max_steps
@@ -129,10 +137,13 @@ class Trainer:
         self.loop.step += 1
 
     def after_step(self, stop: GracefulStop) -> None:
-        """Log at log points, write step-N checkpoints, honour a signal at this boundary."""
+        """Log at log points, tell the callbacks, write step-N checkpoints (with what the
+        callbacks made of this step), honour a signal at this boundary."""
         step, train = self.loop.step, self.cfg.train
         if step % train.log_every == 0 or step == self.total_steps:
             self.log_window()
+        if self._on_step:
+            self.notify("on_step_end")
         every = self.cfg.checkpoint.every_steps
         if every and step % every == 0:
             self.checkpointer.save(self.run, [f"step-{step}.pt"])
@@ -162,13 +173,18 @@ class Trainer:
         loop.close_window()
         fresh = {f"train/{k}": v for k, v in loop.epoch_sums.means(self.place).items()}
         finished = loop.step >= self.total_steps or epoch == self.cfg.train.epochs - 1
-        if self.val_loader is not None and (
+        evaluated = self.val_loader is not None and (
             (epoch + 1) % self.cfg.train.eval_every == 0 or finished
-        ):
+        )
+        if evaluated:
             for name, value in self.evaluator(self.val_loader).items():
                 fresh[f"val/{name}"] = value
                 self.run.log(loop.step, epoch, "val", name, value)
         loop.metrics.update(fresh)
+        if evaluated or self.monitor.startswith("train/"):
+            _check_monitor(self.monitor, fresh)
+        if evaluated:
+            self.notify("on_eval_end", metrics=read_only(fresh))
         self.run.flush()
         # Only a metric computed this epoch counts towards the best and patience.
         improved = self.monitor in fresh and self.stopper.update(fresh[self.monitor])
@@ -178,7 +194,9 @@ class Trainer:
         if self._per_eval and self.monitor in fresh:
             self.scheduler.step(fresh[self.monitor])
         loop.epoch_done = True
-        self.checkpointer.save(self.run, ["best.pt", "last.pt"] if improved else ["last.pt"])
+        names = ["best.pt", "last.pt"] if improved else ["last.pt"]
+        self.checkpointer.save(self.run, names)
+        self.notify("on_checkpoint", checkpoint=tuple(names))
         self.progress.epoch_line(epoch, self.cfg.train.epochs, loop.step, loop.metrics)
         self._stop_if_diverged(fresh.get("train/loss"))
 
@@ -198,6 +216,24 @@ class Trainer:
     def samples(self) -> int:
         """Samples trained on by all processes (each rank's share alike)."""
         return self.stepper.samples * self.place.world_size
+
+    def notify(self, event: str, **extra: Any) -> None:
+        """Call the callbacks' ``event`` methods with the run's context."""
+        if not self.callbacks.has(event):
+            return
+        context = {
+            "step": self.loop.step,
+            "epoch": self.loop.epoch,
+            "metrics": read_only(self.loop.metrics),
+            "run_dir": self.run.path if self.place.is_main else None,
+            "model": self.model,
+            "optimizer": self.stepper.optimizer,
+            **extra,
+        }
+        self.callbacks.call(event, **context)
+
+    def _should_stop(self) -> bool:
+        return self.stopper.should_stop or self.callbacks.stop_requested_by is not None
 
     def _start(self, resumed: bool) -> tuple[int, int]:
         """The epoch to start in and the optimizer steps of it already taken."""
@@ -252,6 +288,15 @@ class Evaluator:
             sums.add(metrics, n)
         self.model.train(was_training)
         return sums.means(self.place)
+
+
+def _check_monitor(monitor: str, fresh: dict[str, float]) -> None:
+    """A monitor no evaluation reports would silently keep no best.pt and never stop."""
+    split = monitor.partition("/")[0]
+    if monitor in fresh or not any(k.startswith(f"{split}/") for k in fresh):
+        return
+    shown = ", ".join(sorted(k for k in fresh if k.startswith(f"{split}/")))
+    raise UserError(f"early_stop.monitor: {monitor!r} is not a metric of this run; it has {shown}")
 
 
 def _test_crash_step(place: Placement) -> int:
