@@ -22,21 +22,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.conftest import REPO, SYNTHETIC
+
 PYTHON = sys.executable
 
-# The tiny CPU run every case trains: 512 samples (460 train after the 10% validation
-# split), batch 32, so 14 optimizer steps per epoch.
-BASE = [
-    "data.name=synthetic",
-    "data.kwargs.num_samples=512",
-    "data.kwargs.shape=[8]",
-    "data.kwargs.num_classes=4",
-    "data.batch_size=32",
-    "model.name=mlp",
-    "model.kwargs.hidden=[32]",
-    "train.precision=fp32",
-]
+# The tiny CPU run every case trains, the suite's own: 512 samples (460 train after the
+# 10% validation split), batch 32, so 14 optimizer steps per epoch.
+BASE = [*SYNTHETIC, "train.precision=fp32"]
 STEPS_PER_EPOCH = 14
 
 

@@ -135,7 +135,7 @@ def make_splits(
     """Check the splits are not empty; learn the input shape and, from integer targets the
     data sets expose, the number of classes."""
     for split, ds in (("train", train), ("val", val), ("test", test)):
-        if ds is not None and _length(ds) == 0:
+        if ds is not None and length_of(ds) == 0:
             raise UserError(f"data.name: the {split} split of {name} is empty")
     if num_classes is None:
         num_classes = infer_num_classes(train, val, test)
@@ -163,7 +163,8 @@ def _is_int(t: torch.Tensor) -> bool:
     return not (t.is_floating_point() or t.is_complex() or t.dtype == torch.bool) and t.ndim == 1
 
 
-def _length(ds: Any) -> int | None:
+def length_of(ds: Any) -> int | None:
+    """``len(ds)``, or ``None`` for what has no length (an IterableDataset, a stream)."""
     try:
         return len(ds)
     except TypeError:  # an IterableDataset without __len__

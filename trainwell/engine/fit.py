@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -62,7 +62,7 @@ class _Session:
     resume: str | Path | None
     console: Console
     doc: Doctor | None
-    stop: GracefulStop = field(default_factory=GracefulStop)
+    stop: GracefulStop
 
 
 def fit(
@@ -128,10 +128,11 @@ def fit(
         if cfg.doctor.enabled and not dry_run:
             # Findings print as they appear, and land in doctor.json with the run.
             doc = Doctor(on_finding=lambda f: console.print(render(f), markup=False))
-        session = _Session(cfg, place, given, resume, console, doc)
         # Signals are honoured from set-up to the last write: the first one is a flag the
         # run reads at safe points, a second one aborts at once.
-        with GracefulStop() as session.stop, doc if doc is not None else contextlib.nullcontext():
+        stop = GracefulStop()
+        session = _Session(cfg, place, given, resume, console, doc, stop)
+        with stop, doc if doc is not None else contextlib.nullcontext():
             result = _fit(session, dry_run)
         # No rank leaves the group while another still works (rank 0 writes the summary
         # and plots last): gloo aborts a process whose peer vanished mid-conversation.
@@ -241,7 +242,7 @@ def _train(s: _Session, parts: Parts, trainer: Trainer) -> FitResult:
         _restore(s, ckpt, *resumed)
         console.print(f"resuming from {resumed[0]} at step {trainer.loop.step}", highlight=False)
     # A signal during set-up stops here, before anything is written.
-    trainer.stop.raise_if_requested()
+    trainer.stop_if_requested()
     trainer.run = run = open_run_dir(cfg, run_path, s.resume, resumed, place)
     summary = start_summary(trainer, resumed[0] if resumed else None)
     run.write_summary(summary)
@@ -262,7 +263,7 @@ def _train(s: _Session, parts: Parts, trainer: Trainer) -> FitResult:
         _test(trainer, eval_loader(parts.splits.test, parts.loaders, place))
         trainer.notify("on_fit_end")
         # A signal during the test: the run ends interrupted, and its resume tests again.
-        trainer.stop.raise_if_requested()
+        trainer.stop_if_requested()
     except BaseException as exc:
         _fail(s, trainer, summary, started, exc)
         raise

@@ -26,6 +26,7 @@ from typing import Any
 import torch
 from torch.utils.data import DataLoader, Dataset, DistributedSampler, IterableDataset
 
+from trainwell.data import length_of
 from trainwell.engine.distributed import Placement, ShardSampler
 from trainwell.engine.seeding import epoch_seed, seed_worker
 from trainwell.errors import UserError
@@ -106,7 +107,7 @@ class TrainData:
         """The engine's loader for a ``Dataset``/``IterableDataset``; a ``DataLoader`` as is."""
         accum = settings.grad_accum_steps
         if isinstance(data, DataLoader):
-            steps = _len_or_none(data)
+            steps = length_of(data)
             return cls(data, accum, None, None if steps is None else _steps(steps, accum, data))
         micro = micro_batch_size(settings.batch_size, accum, place)
         generator = torch.Generator()
@@ -164,20 +165,13 @@ class TrainData:
 def _steps(batches: int, accum: int, loader: DataLoader) -> int:
     steps = batches // accum
     if steps == 0:
-        size = _len_or_none(loader.dataset)
+        size = length_of(loader.dataset)
         raise UserError(
             f"data.batch_size: {loader.batch_size} per micro-step x {accum} accumulation steps "
             f"is larger than the training data ({size} samples); incomplete batches are "
             "dropped, so no step would run"
         )
     return steps
-
-
-def _len_or_none(obj: Any) -> int | None:
-    try:
-        return len(obj)
-    except TypeError:
-        return None
 
 
 def _set_epoch(loader: DataLoader, epoch: int) -> None:

@@ -9,10 +9,10 @@ a stale lock behind. The file holds the holder's pid, for the refusal's message.
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 from pathlib import Path
 
+from trainwell.engine.rundir import write_error
 from trainwell.errors import UserError
 
 try:
@@ -62,10 +62,7 @@ class RunLock:
             os.close(fd)
             with contextlib.suppress(OSError):
                 (folder / ".lock").unlink()
-            code = errno.errorcode.get(exc.errno or 0, "")
-            raise UserError(
-                f"could not write {folder / '.lock'}: {exc.strerror or exc} ({code})"
-            ) from None
+            raise write_error(folder / ".lock", exc) from None
         return cls(fd)
 
     def __del__(self) -> None:

@@ -94,8 +94,7 @@ class Trainer:
         """Epochs of optimizer steps until the schedule ends, max_steps or early stopping."""
         epoch, skip = self._start(resumed)
         crash_at = _test_crash_step(self.place)
-        stop = self.stop
-        self._stop_if_requested(stop)  # a signal during set-up: stop before the first step
+        self.stop_if_requested()  # a signal during set-up: stop before the first step
         self.notify("on_fit_start")
         while epoch < self.cfg.train.epochs and not self._should_stop():
             if self.loop.step >= self.total_steps and not skip:
@@ -110,12 +109,12 @@ class Trainer:
                 self.train_step(micro_batches)
                 if self.loop.step == crash_at:
                     os._exit(13)
-                self.after_step(stop)
+                self.after_step()
                 if self.callbacks.stop_requested_by:
                     break  # the epoch still ends: evaluation, best, last
             self.train_time += time.perf_counter() - started
             self.end_of_epoch(epoch)
-            self._stop_if_requested(stop)
+            self.stop_if_requested()
             epoch, skip = epoch + 1, 0
         self.done = True
         if self.callbacks.stop_requested_by:
@@ -136,7 +135,7 @@ class Trainer:
             self.scheduler.step()
         self.loop.step += 1
 
-    def after_step(self, stop: GracefulStop) -> None:
+    def after_step(self) -> None:
         """Log at log points, tell the callbacks, write step-N checkpoints (with what the
         callbacks made of this step), honour a signal at this boundary."""
         step, train = self.loop.step, self.cfg.train
@@ -150,7 +149,7 @@ class Trainer:
             if self.place.is_main:
                 ckpt.rotate(self.run.checkpoints, self.cfg.checkpoint.keep_last)
         if step % self._stop_every == 0:
-            self._stop_if_requested(stop)
+            self.stop_if_requested()
 
     def log_window(self) -> None:
         """The window's means (its one sync), to metrics.csv and the progress line."""
@@ -244,10 +243,11 @@ class Trainer:
             return loop.epoch + 1, 0
         return loop.epoch, loop.steps_into_epoch
 
-    def _stop_if_requested(self, stop: GracefulStop) -> None:
-        """Stop at this step boundary if a signal came, on every rank at the same step."""
-        if any_process(stop.requested, self.place):
-            raise Interrupted(stop.signum or signal.SIGTERM)
+    def stop_if_requested(self) -> None:
+        """Stop at this boundary if a signal came, on every rank at the same point (a rank
+        that raises alone would leave the others waiting in a collective)."""
+        if any_process(self.stop.requested, self.place):
+            raise Interrupted(self.stop.signum or signal.SIGTERM)
 
 
 @dataclass
