@@ -24,6 +24,7 @@ if ! "$VPY" -c "import torch" >/dev/null 2>&1; then
       || "$VPY" -m pip install --quiet "torch==$TORCH_VERSION"
   fi
 fi
-# numpy is listed explicitly: some torch wheels do not pull it in.
-"$VPY" -m pip install --quiet numpy -e ".[dev]" 2>&1 | grep -v -E "^(WARNING|  )|DEPRECATION" || true
+# numpy is listed explicitly: some torch wheels do not pull it in. The optional parts
+# (TensorBoard, MLflow, ONNX, the HTML report) come too, so every feature and its tests work.
+"$VPY" -m pip install --quiet numpy -e ".[dev,all]" 2>&1 | grep -v -E "^(WARNING|  )|DEPRECATION" || true
 "$VPY" -c "import torch, trainwell; print(f'setup: trainwell {trainwell.__version__}, torch {torch.__version__}')"

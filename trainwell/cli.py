@@ -133,6 +133,10 @@ def _parser() -> argparse.ArgumentParser:
     env = sub.add_parser("env", help="what this machine offers PyTorch, and what is wrong")
     env.add_argument("--json", action="store_true", help="print JSON instead of a report")
     env.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="")
+
+    from trainwell.commands import register_all
+
+    register_all(sub)
     return parser
 
 
@@ -157,6 +161,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``trainwell`` console script; returns the exit code."""
     args = _parse(argv)
     try:
+        if getattr(args, "handler", None) is not None:
+            return args.handler(args)
         if args.command == "train":
             return _train(args)
         if args.command == "env":
