@@ -56,6 +56,18 @@ def run_subprocess(
     )
 
 
+def is_machine_metric(name: str) -> bool:
+    """Rows that describe the machine (memory, timings, throughput), not the model: their
+    values differ between two runs of the same seed."""
+    return name == "samples_per_s" or name.startswith(("mem/", "time/"))
+
+
+def model_csv(path: Path) -> str:
+    """metrics.csv without the machine's rows: what two identical runs must agree on."""
+    lines = Path(path).read_text().splitlines(keepends=True)
+    return "".join(line for line in lines if not is_machine_metric(line.split(",")[3]))
+
+
 def read_summary(run_dir: Path) -> dict:
     return json.loads((run_dir / "summary.json").read_text())
 

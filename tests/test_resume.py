@@ -17,7 +17,7 @@ from rich.console import Console
 from torch.utils.data import TensorDataset
 
 import trainwell
-from tests.conftest import REPO, SYNTHETIC, read_summary, run_subprocess
+from tests.conftest import REPO, SYNTHETIC, model_csv, read_summary, run_subprocess
 from trainwell.config import load_config
 from trainwell.engine.checkpoint import load_checkpoint
 from trainwell.engine.loaders import ResumableSampler
@@ -177,7 +177,7 @@ def test_sigkill_at_many_instants_then_resume_gives_the_same_weights(tmp_path):
     resumed = load_checkpoint(folder / "last.pt")
     # result.model holds the best weights; last.pt the last ones, compared like for like.
     assert_same_state(reference_last(tmp_path / "ref"), resumed["model"])
-    assert (run / "metrics.csv").read_text() == (tmp_path / "ref" / "metrics.csv").read_text()
+    assert model_csv(run / "metrics.csv") == model_csv(tmp_path / "ref" / "metrics.csv")
 
 
 def test_sigterm_then_resume_auto_matches_the_uninterrupted_run(tmp_path):
@@ -209,7 +209,7 @@ def test_sigterm_then_resume_auto_matches_the_uninterrupted_run(tmp_path):
     final = load_checkpoint(run / "checkpoints" / "last.pt")
     assert_same_state(reference_last(tmp_path / "ref"), final["model"])
     assert read_summary(run)["final"] == reference.metrics
-    assert (run / "metrics.csv").read_text() == (tmp_path / "ref" / "metrics.csv").read_text()
+    assert model_csv(run / "metrics.csv") == model_csv(tmp_path / "ref" / "metrics.csv")
 
 
 def test_resume_auto_skips_an_unusable_newest_checkpoint(tmp_path):
@@ -230,7 +230,7 @@ def test_resume_auto_skips_an_unusable_newest_checkpoint(tmp_path):
     assert "skipping unusable checkpoint" in messages and "step-40.pt" in messages
     assert "resuming from" in messages and "step-35.pt at step 35" in messages
     assert_same_state(full.model.state_dict(), again.model.state_dict())
-    assert (run / "metrics.csv").read_text() == (tmp_path / "full" / "metrics.csv").read_text()
+    assert model_csv(run / "metrics.csv") == model_csv(tmp_path / "full" / "metrics.csv")
 
 
 def test_resume_auto_with_nothing_to_resume_starts_fresh(tmp_path):

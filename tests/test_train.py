@@ -13,7 +13,7 @@ import torch
 from torch.utils.data import TensorDataset
 
 import trainwell
-from tests.conftest import SYNTHETIC, read_summary, run_subprocess
+from tests.conftest import SYNTHETIC, model_csv, read_summary, run_subprocess
 from trainwell.config import load_config
 from trainwell.engine.checkpoint import load_checkpoint
 from trainwell.errors import UserError
@@ -136,7 +136,7 @@ def test_same_seed_is_bitwise_identical(tmp_path, workers):
         cfg = cfg_for(tmp_path, "train.epochs=2", f"data.num_workers={workers}", name=name)
         result = trainwell.fit(cfg)
         runs.append(
-            (result.metrics, _weights(result), (result.run_dir / "metrics.csv").read_text())
+            (result.metrics, _weights(result), model_csv(result.run_dir / "metrics.csv"))
         )
     (m1, w1, csv1), (m2, w2, csv2) = runs
     assert m1 == m2

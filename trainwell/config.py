@@ -36,6 +36,7 @@ from trainwell.engine.optim import OptimConfig, SchedConfig
 from trainwell.engine.rundir import RunConfig
 from trainwell.engine.train_config import TrainConfig
 from trainwell.errors import UserError
+from trainwell.loggers.config import LogConfig
 from trainwell.models import ModelConfig
 
 
@@ -53,6 +54,7 @@ class Config:
     checkpoint: CheckpointConfig = option(CheckpointConfig(), "checkpoint")
     dist: DistConfig = option(DistConfig(), "dist")
     doctor: DoctorConfig = option(DoctorConfig(), "doctor")
+    log: LogConfig = option(LogConfig(), "log")
     callbacks: list[Any] = option(
         [],
         "user callbacks: import paths 'package.module:Cls', or {name: 'package.module:Cls', "

@@ -12,6 +12,7 @@ import importlib.util
 import inspect
 import sys
 import sysconfig
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -162,6 +163,33 @@ def call_with(
     except ValueError:
         pass  # no signature to check (builtins); let the call speak for itself
     return factory(*args, **full)
+
+
+def build_object(spec: Any, key: str) -> tuple[str, Any]:
+    """An object from a config entry ``"pkg.module:Cls"`` or ``{name, kwargs}``.
+
+    Returns ``(name, obj)``. The callbacks and the loggers of a config are given this way.
+
+    Example:
+        >>> name, obj = build_object({"name": "torch.nn:Linear", "kwargs": {"in_features": 2,
+        ...                           "out_features": 1}}, "log.loggers")
+        >>> name, obj.out_features
+        ('torch.nn:Linear', 1)
+        >>> build_object(42, "log.loggers")
+        Traceback (most recent call last):
+        ...
+        trainwell.errors.UserError: log.loggers: 42 is not 'pkg.module:Cls' or {name, kwargs}
+    """
+    if isinstance(spec, str):
+        name, kwargs = spec, {}
+    elif isinstance(spec, Mapping) and isinstance(spec.get("name"), str):
+        name, kwargs = spec["name"], dict(spec.get("kwargs") or {})
+    else:
+        raise UserError(f"{key}: {spec!r} is not 'pkg.module:Cls' or {{name, kwargs}}")
+    factory = resolve(name, key)
+    if not callable(factory):
+        raise UserError(f"{key}: {name!r} is a {type(factory).__name__}, not a class")
+    return name, call_with(factory, kwargs, {}, key)
 
 
 def _hint(exc: TypeError, injectable: dict[str, Any]) -> str:

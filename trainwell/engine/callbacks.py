@@ -27,7 +27,7 @@ from types import MappingProxyType
 from typing import Any
 
 from trainwell.errors import UserError
-from trainwell.imports import call_with, resolve
+from trainwell.imports import build_object
 
 EVENTS = ("on_fit_start", "on_step_end", "on_eval_end", "on_checkpoint", "on_fit_end")
 
@@ -47,6 +47,9 @@ class Context:
         run_dir: the run directory (``None`` off rank 0).
         model, optimizer: the model being trained and its optimizer.
         checkpoint: at ``on_checkpoint``, the names just written (``["last.pt"]``).
+        loggers: the run's loggers by name (``"tensorboard"``, ``"mlflow"``, ...), to log
+            more (``ctx.loggers["tensorboard"].writer.add_figure(...)``); empty off rank 0.
+        val_loader: the validation ``DataLoader`` (``None`` without validation data).
     """
 
     step: int
@@ -56,6 +59,8 @@ class Context:
     model: Any = None
     optimizer: Any = None
     checkpoint: tuple[str, ...] = ()
+    loggers: Mapping[str, Any] = field(default_factory=dict)
+    val_loader: Any = None
     _stop: Callable[[], None] = field(default=lambda: None, repr=False)
 
     def request_stop(self) -> None:
@@ -128,16 +133,7 @@ def build_callbacks(specs: Sequence[Any], given: Sequence[Any] | None = None) ->
 
 
 def _build(spec: Any) -> Any:
-    if isinstance(spec, str):
-        name, kwargs = spec, {}
-    elif isinstance(spec, Mapping) and isinstance(spec.get("name"), str):
-        name, kwargs = spec["name"], dict(spec.get("kwargs") or {})
-    else:
-        raise UserError(f"callbacks: {spec!r} is not 'pkg.module:Cls' or {{name, kwargs}}")
-    factory = resolve(name, "callbacks")
-    if not callable(factory):
-        raise UserError(f"callbacks: {name!r} is a {type(factory).__name__}, not a class")
-    obj = call_with(factory, kwargs, {}, "callbacks")
+    name, obj = build_object(spec, "callbacks")
     if not any(callable(getattr(obj, event, None)) for event in EVENTS):
         raise UserError(
             f"callbacks: {name!r} defines none of {', '.join(EVENTS)}; it would never be called"

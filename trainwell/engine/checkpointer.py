@@ -29,6 +29,7 @@ from trainwell.engine.resume import load_resumable
 from trainwell.engine.rundir import RunDir
 from trainwell.engine.state import LoopState, restore_rng, rng_state
 from trainwell.errors import UserError
+from trainwell.loggers import Loggers
 
 
 @dataclass
@@ -51,6 +52,8 @@ class Checkpointer:
     stopper: EarlyStopping
     loop: LoopState
     callbacks: Callbacks = field(default_factory=Callbacks)
+    # Set once the run directory is open (the loggers write into it).
+    loggers: Loggers = field(default_factory=Loggers)
 
     def __post_init__(self) -> None:
         # The config does not change during a run; converting it costs milliseconds.
@@ -76,6 +79,7 @@ class Checkpointer:
             "loop": loop.state_dict(),
             "early_stop": self.stopper.state_dict(),
             "callbacks": self.callbacks.state_dict(),
+            "loggers": self.loggers.state_dict(),
             "best": dict(loop.best),
             "metrics": dict(loop.metrics),
             "rng": rng_state(),
@@ -152,6 +156,8 @@ class Checkpointer:
             # on disk before the checkpoint that counts them.
             run.flush()
             state["log_rows"] = len(run.rows)
+            # What the loggers were given up to here is stored before the checkpoint is.
+            self.loggers.flush()
             if rngs is not None:
                 state["rng_per_rank"] = rngs
                 state["loop_per_rank"] = loops

@@ -43,7 +43,13 @@ from trainwell.engine.preflight import label_checker
 from trainwell.engine.progress import Progress, make_console
 from trainwell.engine.result import FitResult
 from trainwell.engine.resume import config_changes
-from trainwell.engine.run_files import finish, open_run_dir, resume_command, start_summary
+from trainwell.engine.run_files import (
+    finish,
+    open_loggers,
+    open_run_dir,
+    resume_command,
+    start_summary,
+)
 from trainwell.engine.rundir import new_run_path
 from trainwell.engine.seeding import seed_everything
 from trainwell.engine.signals import GracefulStop, Interrupted
@@ -52,6 +58,7 @@ from trainwell.engine.step import Stepper
 from trainwell.engine.step_fn import LossFn, StepFn
 from trainwell.engine.trainer import Evaluator, Trainer
 from trainwell.errors import Diverged, UserError
+from trainwell.loggers import check_extras
 
 
 @dataclass
@@ -144,6 +151,7 @@ def fit(
 
 def _fit(s: _Session, dry_run: bool) -> FitResult:
     cfg, place = s.cfg, s.place
+    check_extras(cfg.log)  # a missing extra is news before anything is built
     quiet = s.doc.muted if s.doc is not None else contextlib.nullcontext
     parts = build_parts(cfg, place, s.given, quiet=quiet)
     # DDP on several processes; `model` stays the raw module whose state is saved.
@@ -254,9 +262,14 @@ def _train(s: _Session, parts: Parts, trainer: Trainer) -> FitResult:
     if resumed is not None:
         # Last of all: set-up above must not shift the random streams the run continues.
         ckpt.restore_rng(resumed[1])
-    trainer.progress = Progress(console, trainer.total_steps, trainer.loop.step)
+    trainer.progress = Progress(
+        console, trainer.total_steps, trainer.loop.step, epoch=lambda: trainer.loop.epoch
+    )
     started = time.time()
     try:
+        trainer.loggers = trainer.checkpointer.loggers = open_loggers(
+            trainer, resumed, lambda m: console.print(m, markup=False, highlight=False)
+        )
         summary["stop_reason"] = trainer.train(resumed is not None)
         trainer.progress.close()
         summary["weights"] = ckpt.load_best_weights(run)
@@ -290,9 +303,9 @@ def _restore(s: _Session, ckpt: Checkpointer, path: Path, state: dict[str, Any])
 def _test(trainer: Trainer, test: DataLoader | None) -> None:
     if test is None:
         return
-    for name, value in trainer.evaluator(test).items():
-        trainer.loop.metrics[f"test/{name}"] = value
-        trainer.run.log(trainer.loop.step, trainer.loop.epoch, "test", name, value)
+    metrics = {f"test/{name}": value for name, value in trainer.evaluator(test).items()}
+    trainer.loop.metrics.update(metrics)
+    trainer.loggers.log_metrics(trainer.loop.step, metrics)
 
 
 def _plan(cfg: Config, trainer: Trainer) -> str:

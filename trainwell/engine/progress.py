@@ -7,6 +7,7 @@ by :func:`make_console` keeps every line whole, the resume command included.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable, Mapping
 from typing import IO
 
 from rich.console import Console
@@ -28,10 +29,22 @@ def make_console(file: IO[str] | None = None, quiet: bool = False) -> Console:
 
 
 class Progress:
-    """A rich progress bar on a terminal; one plain line per epoch otherwise (CI logs)."""
+    """A rich progress bar on a terminal; one plain line per epoch otherwise (CI logs).
 
-    def __init__(self, console: Console, total: int, start: int = 0) -> None:
+    A logger of the run (:mod:`trainwell.loggers`): the bar follows ``log_metrics``'s
+    ``train/loss``, ``train/lr`` and ``train/samples_per_s``; ``epoch`` says which epoch
+    the bar is in.
+    """
+
+    def __init__(
+        self,
+        console: Console,
+        total: int,
+        start: int = 0,
+        epoch: Callable[[], int] = lambda: 0,
+    ) -> None:
         self.console = console
+        self._epoch = epoch
         self.bar = None
         if console.is_terminal:
             from rich.progress import (
@@ -56,16 +69,18 @@ class Progress:
             )
             self.bar.start()
 
-    def update(self, step: int, epoch: int, loss: float, lr: float, rate: float) -> None:
-        if self.bar is not None:
-            self.bar.update(
-                self.task,
-                completed=step,
-                epoch=epoch + 1,
-                loss=f"{loss:.4f}",
-                lr=f"{lr:.2e}",
-                rate=f"{rate:,.0f} samples/s",
-            )
+    def log_metrics(self, step: int, metrics: Mapping[str, float]) -> None:
+        if self.bar is None or "train/lr" not in metrics:
+            return  # evaluation and test numbers show in the epoch line
+        nan = float("nan")
+        self.bar.update(
+            self.task,
+            completed=step,
+            epoch=self._epoch() + 1,
+            loss=f"{metrics.get('train/loss', nan):.4f}",
+            lr=f"{metrics['train/lr']:.2e}",
+            rate=f"{metrics.get('train/samples_per_s', nan):,.0f} samples/s",
+        )
 
     def epoch_line(self, epoch: int, epochs: int, step: int, metrics: dict[str, float]) -> None:
         shown = "  ".join(f"{k} {v:.4f}" for k, v in metrics.items() if not k.startswith("test/"))

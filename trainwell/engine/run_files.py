@@ -10,7 +10,7 @@ import contextlib
 import json
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,8 +20,10 @@ from trainwell.doctor.findings import to_json as doctor_json
 from trainwell.engine.distributed import Placement, broadcast_object
 from trainwell.engine.resume import remove_stale_temporaries
 from trainwell.engine.run_lock import RunLock
-from trainwell.engine.rundir import NullRunDir, RunDir
+from trainwell.engine.rundir import CsvLogger, NullRunDir, RunDir
 from trainwell.errors import UserError
+from trainwell.loggers import Loggers, build_loggers
+from trainwell.report import write_run_report
 
 if TYPE_CHECKING:
     from trainwell.doctor.frame import Doctor
@@ -116,6 +118,7 @@ def mark_failed(path: Path, cause: str) -> None:
     if isinstance(data, dict) and data.get("status") == "running":
         data.update(status="failed", error=cause)
         RunDir(path).write_summary(data)
+        write_run_report(path)
 
 
 def start_summary(trainer: Trainer, resumed_from: Path | None) -> dict[str, Any]:
@@ -139,6 +142,38 @@ def start_summary(trainer: Trainer, resumed_from: Path | None) -> dict[str, Any]
     }
 
 
+def open_loggers(
+    trainer: Trainer, resumed: tuple[Path, dict[str, Any]] | None, say: Callable[[str], None]
+) -> Loggers:
+    """The run's loggers: metrics.csv and the progress display on every rank, and on rank 0
+    those ``log.*`` asks for, continuing a resumed run's own logs; the config goes to each.
+
+    A logger that cannot start (a tracking store that does not open, a user logger that
+    raises) stops the run here, on every rank, before the first step.
+    """
+    place, cfg = trainer.place, trainer.cfg
+    named: list[tuple[str, Any]] = [
+        ("csv", CsvLogger(trainer.run, epoch=lambda: trainer.loop.epoch)),
+        ("progress", trainer.progress),
+    ]
+    error = None
+    if place.is_main:
+        saved = resumed[1].get("loggers") if resumed else None
+        try:
+            named += build_loggers(cfg.log, trainer.run.path, saved, trainer.loop.step)
+        except UserError as exc:
+            error = str(exc)
+        except Exception as exc:  # the store's own errors: one line, not a traceback
+            detail = " ".join(str(exc).split())[:300]
+            error = f"log: a logger could not start ({type(exc).__name__}: {detail})"
+    error = broadcast_object(error, place)
+    if error:
+        raise UserError(error)
+    loggers = Loggers(named, say=say, essential=("csv", "progress"))
+    loggers.log_config(config_mod.to_dict(cfg))
+    return loggers
+
+
 def finish(
     run: RunDir,
     summary: dict[str, Any],
@@ -147,7 +182,8 @@ def finish(
     started: float,
     doc: Doctor | None,
 ) -> None:
-    """Flush the metrics, write doctor.json, the curves, and the summary last.
+    """Flush the metrics, write doctor.json, the curves, the summary, then report.html
+    (drawn from the files) and the files to the loggers that keep artifacts.
 
     Each write is tried on its own (a disk gone read-only fails the first, not the
     summary's chance to say ``failed``); the first error is raised after the summary.
@@ -187,10 +223,22 @@ def finish(
     # Written last: "completed" appears only once everything else is on disk.
     with _collected(errors):
         run.write_summary(summary)
+    if not isinstance(run, NullRunDir):
+        write_run_report(run.path)  # never raises: a report that fails to draw is one line
+    _close_loggers(trainer.loggers, run, summary["status"])
     if run.lock is not None:
         run.lock.release()
     if errors:
         raise errors[0]
+
+
+def _close_loggers(loggers: Loggers, run: RunDir, status: str) -> None:
+    """The run's files (not its checkpoints) to the loggers that keep artifacts; close."""
+    if not isinstance(run, NullRunDir):
+        for path in sorted(run.path.iterdir()):
+            if path.is_file() and not path.name.startswith("."):
+                loggers.log_artifact(path)
+    loggers.close(status)
 
 
 @contextlib.contextmanager

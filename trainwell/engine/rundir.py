@@ -17,6 +17,7 @@ import errno
 import json
 import os
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -199,6 +200,29 @@ class RunDir:
         plot_curves(self.rows, self.path / "curves.png")
 
 
+class CsvLogger:
+    """``metrics.csv`` as a logger: ``split/name`` metrics become (step, epoch, split, name,
+    value) rows of the run directory, in the order given.
+
+    Example:
+        >>> import tempfile
+        >>> run = RunDir.create(Path(tempfile.mkdtemp()) / "run")
+        >>> CsvLogger(run, epoch=lambda: 0).log_metrics(10, {"train/loss": 0.5})
+        >>> run.rows
+        [(10, 0, 'train', 'loss', 0.5)]
+    """
+
+    def __init__(self, run: RunDir, epoch: Callable[[], int]) -> None:
+        self.run = run
+        self._epoch = epoch
+
+    def log_metrics(self, step: int, metrics: Mapping[str, float]) -> None:
+        epoch, log = self._epoch(), self.run.log
+        for key, value in metrics.items():
+            split, _, name = key.partition("/")
+            log(step, epoch, split, name, value)
+
+
 class NullRunDir(RunDir):
     """What ranks other than 0 hold: the run's path, and writes that do nothing."""
 
@@ -228,6 +252,11 @@ def _read_status(summary: Path) -> str:
         return "unreadable"
 
 
+def _is_model_metric(name: str) -> bool:
+    # Memory, timings and throughput describe the machine; they have their own scales.
+    return name not in ("loss", "lr", "samples_per_s") and not name.startswith(("mem/", "time/"))
+
+
 def plot_curves(rows: list[tuple[int, int, str, str, float]], out: Path) -> None:
     """Plot metric rows (step, epoch, split, name, value) into three panels."""
     import matplotlib
@@ -243,7 +272,7 @@ def plot_curves(rows: list[tuple[int, int, str, str, float]], out: Path) -> None
     fig, axes = plt.subplots(1, 3, figsize=(15, 4))
     panels = [
         (axes[0], "loss", lambda s, n: n == "loss"),
-        (axes[1], "metrics", lambda s, n: n not in ("loss", "lr") and s != "test"),
+        (axes[1], "metrics", lambda s, n: _is_model_metric(n) and s != "test"),
         (axes[2], "learning rate", lambda s, n: n == "lr"),
     ]
     for ax, title, wanted in panels:

@@ -6,7 +6,7 @@
         for optimizer step:
             train_step: zero grads -> [micro-batch: step function under autocast -> loss /
                         accum -> backward] -> unscale -> clip -> optimizer step -> scheduler
-            after_step: log every N steps -> step-N checkpoint -> honour a signal
+            after_step: log every N steps -> callbacks -> step-N checkpoint -> honour a signal
         end_of_epoch: evaluate -> best checkpoint -> last checkpoint -> early stopping
 
 Metrics stay on the device between log points: ``.item()`` forces a CPU-GPU sync, so it
@@ -36,6 +36,7 @@ from trainwell.engine.checkpointer import Checkpointer
 from trainwell.engine.distributed import Placement, any_process
 from trainwell.engine.early_stopping import EarlyStopping
 from trainwell.engine.loaders import TrainData
+from trainwell.engine.memory import MemoryLog
 from trainwell.engine.metrics import MetricSums
 from trainwell.engine.optim import steps_per_eval
 from trainwell.engine.precision import Precision
@@ -46,6 +47,7 @@ from trainwell.engine.state import LoopState
 from trainwell.engine.step import Stepper
 from trainwell.engine.step_fn import StepFn, unpack
 from trainwell.errors import Diverged, UserError
+from trainwell.loggers import Loggers
 
 
 @dataclass
@@ -75,6 +77,7 @@ class Trainer:
     check_labels: Callable[[Any], None] | None = None
     stop: GracefulStop = field(default_factory=GracefulStop)
     callbacks: Callbacks = field(default_factory=Callbacks)
+    loggers: Loggers = field(default_factory=Loggers)
     train_time: float = 0.0
     # True once train() returned: the final state is in last.pt.
     done: bool = False
@@ -89,6 +92,7 @@ class Trainer:
         # collective (a device sync on CUDA): only at log points, where the loop syncs anyway.
         self._stop_every = self.cfg.train.log_every if self.place.distributed else 1
         self._on_step = self.callbacks.has("on_step_end")
+        self.memory = MemoryLog(self.place.device)
 
     def train(self, resumed: bool) -> str:
         """Epochs of optimizer steps until the schedule ends, max_steps or early stopping."""
@@ -152,19 +156,20 @@ class Trainer:
             self.stop_if_requested()
 
     def log_window(self) -> None:
-        """The window's means (its one sync), to metrics.csv and the progress line."""
+        """The window's means (its one sync), with the lr, throughput and memory, to the
+        loggers (metrics.csv, the progress display, TensorBoard, MLflow, the user's)."""
         means = self.loop.window.means(self.place)
         self.loop.close_window()
-        step, epoch = self.loop.step, self.loop.epoch
-        lr = self.stepper.optimizer.param_groups[0]["lr"]
         # The loss first, then the step's own metrics, then the lr (the rows' order is stable).
-        for name in sorted(means, key=lambda n: (n != "loss", n)):
-            self.run.log(step, epoch, "train", name, means[name])
-        self.run.log(step, epoch, "train", "lr", lr)
+        metrics = {f"train/{n}": means[n] for n in sorted(means, key=lambda n: (n != "loss", n))}
+        metrics["train/lr"] = self.stepper.optimizer.param_groups[0]["lr"]
         elapsed = self.train_time + time.perf_counter() - self._epoch_started
-        rate = self.samples / max(elapsed, 1e-9)
+        metrics["train/samples_per_s"] = self.samples / max(elapsed, 1e-9)
+        if self.place.is_main:  # only rank 0 logs
+            for name, value in self.memory.sample().items():
+                metrics[f"train/{name}"] = value
         self._last_window_loss = means.get("loss")
-        self.progress.update(step, epoch, means.get("loss", float("nan")), lr, rate)
+        self.loggers.log_metrics(self.loop.step, metrics)
 
     def end_of_epoch(self, epoch: int) -> None:
         """Evaluate, keep the best, write last.pt, and let early stopping judge."""
@@ -176,9 +181,9 @@ class Trainer:
             (epoch + 1) % self.cfg.train.eval_every == 0 or finished
         )
         if evaluated:
-            for name, value in self.evaluator(self.val_loader).items():
-                fresh[f"val/{name}"] = value
-                self.run.log(loop.step, epoch, "val", name, value)
+            val = {f"val/{name}": v for name, v in self.evaluator(self.val_loader).items()}
+            fresh.update(val)
+            self.loggers.log_metrics(loop.step, val)
         loop.metrics.update(fresh)
         if evaluated or self.monitor.startswith("train/"):
             _check_monitor(self.monitor, fresh)
@@ -227,6 +232,8 @@ class Trainer:
             "run_dir": self.run.path if self.place.is_main else None,
             "model": self.model,
             "optimizer": self.stepper.optimizer,
+            "loggers": self.loggers.active(),
+            "val_loader": self.val_loader,
             **extra,
         }
         self.callbacks.call(event, **context)
