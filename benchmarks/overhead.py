@@ -26,6 +26,10 @@ batches dropped, ``num_workers=0``), on the CPU, with the same number of intra-o
   ``step(model, batch) -> {"loss", "acc", "conf"}`` (lean settings), whose metrics the
   engine sums on the device and reads at its log points. Their ratio is the cost of the
   step-function contract itself.
+- **trainwell (defaults + TB + MLflow)**: the defaults with ``log.tensorboard=true`` and
+  ``log.mlflow=true`` (a SQLite store in the temporary folder): what the two loggers cost
+  at log_every 10 (the project's aim: under 2% of steps/s). Runs where both extras are
+  installed.
 
 The doctor is off on every trainwell side (``doctor.enabled=false``;
 ``benchmarks/doctor_overhead.py`` measures it). ``--model mlp`` trains a tiny MLP (one
@@ -69,6 +73,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import importlib.util
 import io
 import math
 import statistics
@@ -97,7 +102,10 @@ LEAN = "trainwell (lean)"
 DEFAULTS = "trainwell (defaults)"
 HAND_METRICS = "hand-written + 2 metrics"
 STEP = "trainwell (user step, 2 metrics)"
-VARIANTS = (HAND, LEAN, DEFAULTS, HAND_METRICS, STEP)
+LOGGERS = "trainwell (defaults + TB + MLflow)"
+# TensorBoard and MLflow are optional extras: their side runs where both are installed.
+WITH_LOGGERS = all(importlib.util.find_spec(m) for m in ("tensorboard", "mlflow"))
+VARIANTS = (HAND, LEAN, DEFAULTS, HAND_METRICS, STEP) + ((LOGGERS,) if WITH_LOGGERS else ())
 MODEL = "cnn"  # set from --model
 
 
@@ -188,7 +196,7 @@ def run_hand(
 
 
 def trainwell_config(
-    run_dir: Path, steps: int, batch_size: int, steps_per_epoch: int, lean: bool
+    run_dir: Path, steps: int, batch_size: int, steps_per_epoch: int, lean: bool, logs: bool
 ) -> trainwell.Config:
     overrides = [
         f"run.dir={run_dir}",
@@ -205,14 +213,23 @@ def trainwell_config(
     ]
     if lean:
         overrides += ["train.grad_clip=0", "sched.name=constant", f"train.log_every={steps}"]
+    if logs:  # one SQLite store for every run, as beside a project's runs/
+        db = run_dir.parent / "mlflow.db"
+        overrides += ["log.tensorboard=true", "log.mlflow=true", f"log.mlflow_uri=sqlite:///{db}"]
     return trainwell.load_config(overrides=overrides)
 
 
 def run_trainwell(
-    train: TensorDataset, steps: int, batch_size: int, run_dir: Path, lean: bool, step=None
+    train: TensorDataset,
+    steps: int,
+    batch_size: int,
+    run_dir: Path,
+    lean: bool,
+    step=None,
+    logs: bool = False,
 ) -> Timing:
     """``trainwell.fit`` for ``steps`` steps (with the loss, or the user ``step``)."""
-    cfg = trainwell_config(run_dir, steps, batch_size, len(train) // batch_size, lean)
+    cfg = trainwell_config(run_dir, steps, batch_size, len(train) // batch_size, lean, logs)
     wall0 = time.perf_counter()
     stamps: list[float] = []
     model = make_model(stamps)
@@ -284,8 +301,10 @@ def main(argv: list[str] | None = None) -> int:
             if variant in (HAND, HAND_METRICS):
                 return run_hand(train, steps, args.batch_size, variant == HAND_METRICS)
             step = user_step if variant == STEP else None
-            lean = variant != DEFAULTS
-            return run_trainwell(train, steps, args.batch_size, next(run_dirs), lean, step)
+            lean = variant not in (DEFAULTS, LOGGERS)
+            return run_trainwell(
+                train, steps, args.batch_size, next(run_dirs), lean, step, variant == LOGGERS
+            )
 
         warmup_steps = min(args.steps, 2 * steps_per_epoch)
         for variant in VARIANTS:  # imports, allocator, first-call costs: not counted
@@ -314,6 +333,10 @@ def main(argv: list[str] | None = None) -> int:
     hand = median(n / t.steps_time for t in timings[HAND])
     rows = [(v, [n / t.steps_time for t in timings[v]], timings[v]) for v in VARIANTS]
     rows.append(("trainwell (lean), whole fit() call", [n / t.wall for t in timings[LEAN]], []))
+    if WITH_LOGGERS:
+        for label, v in (("trainwell (defaults), whole fit()", DEFAULTS),
+                         ("+ TB + MLflow, whole fit()", LOGGERS)):  # fmt: skip
+            rows.append((label, [n / t.wall for t in timings[v]], []))
     for label, rates, runs in rows:
         m = median(rates)
         spread = f"{min(rates):.0f}-{max(rates):.0f}"
@@ -329,7 +352,8 @@ steps/s: trainwell's from summary["train_time_s"], the training steps of each ep
 typical step: median time between two forward passes, the steady state without
   epoch-boundary effects.
 lean: train.grad_clip=0, sched.name=constant, train.log_every=<steps>;
-defaults: grad_clip 1.0, cosine schedule, log_every 10 (both fp32, no validation data)."""
+defaults: grad_clip 1.0, cosine schedule, log_every 10 (both fp32, no validation data);
++ TB + MLflow: defaults with log.tensorboard=true and log.mlflow=true (a SQLite store)."""
     )
     def rate(variant: str) -> float:
         return median(n / t.steps_time for t in timings[variant])
@@ -340,6 +364,11 @@ defaults: grad_clip 1.0, cosine schedule, log_every 10 (both fp32, no validation
         "ratio (trainwell user step / hand-written + 2 metrics, steps/s): "
         f"{rate(STEP) / rate(HAND_METRICS):.3f}"
     )
+    if WITH_LOGGERS:
+        print(
+            "ratio (trainwell defaults + TB + MLflow / defaults, steps/s): "
+            f"{rate(LOGGERS) / defaults:.3f}"
+        )
     print(f"ratio (trainwell / hand-written, steps/s): {lean / hand:.3f}")
     return 0
 

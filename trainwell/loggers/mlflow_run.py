@@ -1,9 +1,11 @@
 """MLflow: the config as params, metrics at log points, the run's files as artifacts at the
 end, and the run's status mirrored (running, finished, failed, killed).
 
-Writes go through one background thread, so a slow tracking store (a SQLite file, a
-server) never holds up a training step; ``flush()`` (at each checkpoint) waits for them,
-so everything logged before a checkpoint is stored before the checkpoint exists. The
+Metrics are gathered and sent in one batch every few seconds, through one background
+thread, so a slow tracking store (a SQLite file, a server) never holds up a training step:
+a store call costs milliseconds of Python, which at every log point would cost several
+percent of a small model's steps. ``flush()`` (at each checkpoint) sends what is gathered
+and waits, so everything logged before a checkpoint is stored before the checkpoint exists. The
 MLflow run id is kept in the checkpoint: a resumed run continues the same MLflow run, and
 points the killed process already stored after its last checkpoint are not sent twice.
 
@@ -24,6 +26,10 @@ from typing import Any
 STATUS = {"completed": "FINISHED", "failed": "FAILED", "interrupted": "KILLED"}
 # MLflow's limits: 100 params per batch call, 6000 characters per param value.
 _PARAM_BATCH, _PARAM_CHARS = 100, 6000
+# Metrics gathered are sent at most this often (and at flush and close).
+SEND_EVERY_S = 3.0
+# MLflow's limit of metrics per log_batch call.
+_METRIC_BATCH = 1000
 # How long a flush waits for the store (a database locked by another writer) before the
 # logger is reported and switched off.
 FLUSH_TIMEOUT_S = 60.0
@@ -58,6 +64,8 @@ class MlflowLogger:
         # Per metric, the last step the store holds: a resumed run does not resend them.
         self.stored_until = self._stored_steps() if self.resumed else {}
         self._worker = _Worker()
+        self._gathered: list[Any] = []
+        self._sent_at = time.monotonic()
 
     def _create(self, experiment: str, run_name: str, tags: dict[str, str]) -> str:
         found = self.client.get_experiment_by_name(experiment)
@@ -85,13 +93,20 @@ class MlflowLogger:
         from mlflow.entities import Metric
 
         now = int(time.time() * 1000)
-        fresh = [
+        self._gathered += [
             Metric(key, float(value), now, step)
             for key, value in metrics.items()
             if step > self.stored_until.get(key, -1)
         ]
-        if fresh:
-            self._worker.submit(self.client.log_batch, self.run_id, metrics=fresh)
+        if time.monotonic() - self._sent_at >= SEND_EVERY_S:
+            self._send()
+
+    def _send(self) -> None:
+        gathered, self._gathered = self._gathered, []
+        self._sent_at = time.monotonic()
+        for i in range(0, len(gathered), _METRIC_BATCH):
+            batch = gathered[i : i + _METRIC_BATCH]
+            self._worker.submit(self.client.log_batch, self.run_id, metrics=batch)
 
     def log_config(self, config: Mapping[str, Any]) -> None:
         from mlflow.entities import Param
@@ -111,10 +126,12 @@ class MlflowLogger:
         self._worker.submit(self.client.log_artifact, self.run_id, str(path))
 
     def flush(self) -> None:
+        self._send()
         self._worker.wait(FLUSH_TIMEOUT_S)
 
     def close(self, status: str = "completed") -> None:
         """Store what is queued, then mark the run finished, failed or killed."""
+        self._send()
         self._worker.submit(self.client.set_terminated, self.run_id, STATUS.get(status, status))
         self._worker.stop(FLUSH_TIMEOUT_S)
 
