@@ -16,4 +16,17 @@ from trainwell.config import Config, load_config  # noqa: E402
 from trainwell.engine.fit import FitResult, fit  # noqa: E402
 from trainwell.errors import UserError  # noqa: E402
 
-__all__ = ["Config", "FitResult", "UserError", "__version__", "doctor", "fit", "load_config"]
+# Last: the function shadows the subpackage's name on this module, as the issue's
+# ``trainwell.predict(...)`` wants; ``from trainwell.predict import ...`` still works.
+from trainwell.predict import predict  # noqa: E402
+
+__all__ = [
+    "Config",
+    "FitResult",
+    "UserError",
+    "__version__",
+    "doctor",
+    "fit",
+    "load_config",
+    "predict",
+]

@@ -101,17 +101,6 @@ def _parser() -> argparse.ArgumentParser:
     lr_find.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="")
     lr_find.add_argument("overrides", nargs="*", metavar="KEY=VALUE")
 
-    export = sub.add_parser(
-        "export",
-        help="export a run's weights, checked by reading them back",
-        description="Export the weights of a run directory (its best.pt, else last.pt) or of "
-        "a checkpoint file. The written file is read back and compared bit for bit.",
-    )
-    export.add_argument("source", metavar="RUN_OR_CHECKPOINT")
-    export.add_argument("--format", choices=["safetensors"], default="safetensors")
-    export.add_argument("--output", metavar="PATH", help="where to write (default: beside it)")
-    export.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="")
-
     doctor = sub.add_parser(
         "doctor",
         help="run your own training script under the doctor and report its pitfalls",
@@ -161,24 +150,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``trainwell`` console script; returns the exit code."""
     args = _parse(argv)
     try:
-        if getattr(args, "handler", None) is not None:
-            return args.handler(args)
-        if args.command == "train":
-            return _train(args)
-        if args.command == "env":
-            return _env(args)
-        if args.command == "export":
-            return _export(args)
-        if args.command == "lr-find":
-            return _lr_find(args)
-        if args.command == "doctor":
-            from trainwell.doctor.runner import run_script
-
-            return run_script(
-                args.script, args.script_args, args.max_steps, args.json, overfit=args.overfit
-            )
-        _parser().print_help()
-        return 2
+        return _dispatch(args)
     except UserError as exc:
         if args.debug:
             raise
@@ -198,6 +170,23 @@ def main(argv: Sequence[str] | None = None) -> int:
             name = signal.Signals(signum).name
             print(f"trainwell: interrupted by {name}", file=sys.stderr)
         return 128 + signum
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    """Run the verb: a handler set by a module of :mod:`trainwell.commands`, or one here."""
+    if getattr(args, "handler", None) is not None:
+        return args.handler(args)
+    if args.command == "doctor":
+        from trainwell.doctor.runner import run_script
+
+        return run_script(
+            args.script, args.script_args, args.max_steps, args.json, overfit=args.overfit
+        )
+    verbs = {"train": _train, "env": _env, "lr-find": _lr_find}
+    if args.command in verbs:
+        return verbs[args.command](args)
+    _parser().print_help()
+    return 2
 
 
 def _train(args: argparse.Namespace) -> int:
@@ -279,14 +268,6 @@ def _launch(args: argparse.Namespace, cfg) -> int:
         summary = json.loads((run_dir / "summary.json").read_text())
         return 1 if _overfit_failed(summary) else 0
     return code
-
-
-def _export(args: argparse.Namespace) -> int:
-    from trainwell.export import export_safetensors
-
-    out = export_safetensors(args.source, args.output)
-    print(f"wrote {out} (weights only; read back and identical)")
-    return 0
 
 
 def _env(args: argparse.Namespace) -> int:

@@ -73,16 +73,21 @@ def live_tensor_bytes() -> int:
     """Bytes of the distinct CPU storages that live tensors (and parameters) hold."""
     seen: set[int] = set()
     total = 0
-    tensor = torch.Tensor
+    # Plain tensors and parameters only: subclasses (the fake tensors torch.export and
+    # torch.compile cache, DTensors wrapping a local tensor) hold no memory of their own,
+    # and asking a fake one for its data pointer warns. type(), not isinstance(): some
+    # lazy module attributes warn when asked their __class__.
+    kinds = (torch.Tensor, torch.nn.Parameter)
     for obj in gc.get_objects():
-        # type(), not isinstance(): some lazy module attributes warn when asked __class__.
-        if not issubclass(type(obj), tensor) or obj.device.type != "cpu":
+        if type(obj) not in kinds or obj.device.type != "cpu":
             continue
         try:
             storage = obj.untyped_storage()
-        except (RuntimeError, NotImplementedError):  # tensors without storage (sparse)
+            ptr = storage.data_ptr()
+        except (RuntimeError, NotImplementedError):
+            # No memory of its own: sparse tensors, and the fake tensors torch.export and
+            # torch.compile keep in their caches.
             continue
-        ptr = storage.data_ptr()
         if ptr and ptr not in seen:
             seen.add(ptr)
             total += storage.nbytes()

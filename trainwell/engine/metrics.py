@@ -104,6 +104,11 @@ class MetricSums:
         for name, count in other.device_counts.items():
             self._count(name, count)
 
+    @property
+    def empty(self) -> bool:
+        """Nothing added since the last reset."""
+        return not (self.sums or self.pending)
+
     def reset(self) -> None:
         self.sums.clear()
         self.counts.clear()

@@ -42,6 +42,9 @@ class LoopState:
         # On the device: a step adds to them without a sync; read at log points.
         self.window = MetricSums(self.device)
         self.epoch_sums = MetricSums(self.device)
+        # The optimizer's own figures (the gradient norm) per log window: logged, not
+        # part of the epoch's metrics.
+        self.optim_window = MetricSums(self.device)
 
     @property
     def steps_into_epoch(self) -> int:
@@ -54,6 +57,7 @@ class LoopState:
         if not skip_steps:
             self.window.reset()
             self.epoch_sums.reset()
+            self.optim_window.reset()
 
     def close_window(self) -> None:
         """The window's sums join its epoch's; the next window starts at zero."""
@@ -68,6 +72,7 @@ class LoopState:
             "epoch_done": self.epoch_done,
             "window": self.window.state_dict(),
             "epoch_sums": self.epoch_sums.state_dict(),
+            "optim_window": self.optim_window.state_dict(),
             "best": dict(self.best),
             "metrics": dict(self.metrics),
         }
@@ -79,6 +84,8 @@ class LoopState:
         self.epoch_done = bool(state["epoch_done"])
         self.window.load_state_dict(state["window"])
         self.epoch_sums.load_state_dict(state["epoch_sums"])
+        if "optim_window" in state:  # checkpoints from before it was kept
+            self.optim_window.load_state_dict(state["optim_window"])
         self.best = dict(state.get("best") or {})
         self.metrics = {k: float(v) for k, v in (state.get("metrics") or {}).items()}
 

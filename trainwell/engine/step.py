@@ -70,10 +70,15 @@ class Stepper:
         self._fp32 = self.precision.dtype is None
 
     def __call__(
-        self, micro_batches: Sequence[Any], sums: MetricSums | None = None
+        self,
+        micro_batches: Sequence[Any],
+        sums: MetricSums | None = None,
+        norms: MetricSums | None = None,
     ) -> torch.Tensor:
         """One optimizer step over ``micro_batches``; returns the mean loss (detached, on
-        the device: reading it is the caller's choice of sync point)."""
+        the device: reading it is the caller's choice of sync point). The step's metrics
+        go into ``sums``; the gradient norm before clipping (computed to clip, so free)
+        into ``norms`` as ``grad_norm``."""
         assert micro_batches, "an optimizer step needs at least one micro-batch"
         self.optimizer.zero_grad(set_to_none=True)
         accum = len(micro_batches)
@@ -100,7 +105,9 @@ class Stepper:
             # Unscale first so that clipping sees the true gradient norm.
             scaler.unscale_(self.optimizer)
         if self.grad_clip > 0:
-            nn.utils.clip_grad_norm_(self.params, self.grad_clip)
+            norm = nn.utils.clip_grad_norm_(self.params, self.grad_clip)
+            if norms is not None:
+                norms.add({"grad_norm": norm}, 1)
         if scaler is not None:
             scaler.step(self.optimizer)
             scaler.update()

@@ -131,7 +131,7 @@ class Trainer:
     def train_step(self, micro_batches: list[Any]) -> None:
         """One optimizer step (the engine's :class:`~trainwell.engine.step.Stepper`), the
         scheduler's step, and the counters."""
-        self.stepper(micro_batches, self.loop.window)
+        self.stepper(micro_batches, self.loop.window, self.loop.optim_window)
         if self.place.distributed and not self._ddp_checked:
             _check_all_params_got_grads(self.model, self.cfg)
             self._ddp_checked = True
@@ -162,6 +162,10 @@ class Trainer:
         self.loop.close_window()
         # The loss first, then the step's own metrics, then the lr (the rows' order is stable).
         metrics = {f"train/{n}": means[n] for n in sorted(means, key=lambda n: (n != "loss", n))}
+        if not self.loop.optim_window.empty:  # grad_norm, when clipping computes it
+            for name, value in self.loop.optim_window.means(self.place).items():
+                metrics[f"train/{name}"] = value
+            self.loop.optim_window.reset()
         metrics["train/lr"] = self.stepper.optimizer.param_groups[0]["lr"]
         elapsed = self.train_time + time.perf_counter() - self._epoch_started
         metrics["train/samples_per_s"] = self.samples / max(elapsed, 1e-9)
