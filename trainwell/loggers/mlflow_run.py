@@ -214,6 +214,9 @@ def _flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
 
 
 def _quiet_store_logs() -> None:
-    # A SQLite store logs its schema migrations at INFO on first use; not the user's news.
-    for name in ("alembic", "mlflow.store.db.utils", "mlflow.tracking"):
+    # A SQLite store logs its schema migrations at INFO on first use, and a failed query
+    # as a page of SQL: not the user's news. A failure reaches the user as one line (the
+    # logger is switched off, naming the error).
+    for name in ("alembic", "mlflow.tracking"):
         logging.getLogger(name).setLevel(logging.WARNING)
+    logging.getLogger("mlflow.store.db.utils").setLevel(logging.CRITICAL)
