@@ -140,7 +140,7 @@ def test_the_engine_runs_the_doctor_and_writes_doctor_json(cli, tmp_path):
 def train_with_memory_samples(samples):
     """100 optimizer steps watched by an AllocatorProbe reading (allocated, reserved)
     from ``samples`` instead of CUDA."""
-    from trainwell.doctor.probes import AllocatorProbe
+    from trainwell.doctor.probes.allocator_fragmentation import AllocatorProbe
 
     series = iter(samples)
     model = torch.nn.Linear(4, 2)
@@ -155,7 +155,7 @@ def train_with_memory_samples(samples):
 
 
 def test_allocator_fragmentation_from_sampled_memory():
-    from trainwell.doctor.probes import fragmentation
+    from trainwell.doctor.probes.allocator_fragmentation import fragmentation
 
     assert fragmentation([(1000, 2000 + 300 * i) for i in range(10)])
     assert not fragmentation([(1000 + 300 * i, 2000 + 300 * i) for i in range(10)])  # a leak
@@ -230,7 +230,7 @@ def test_the_frame_sends_every_training_event_and_restores_everything():
 
 
 def test_allocated_memory_climbing_without_a_named_holder_is_a_leak():
-    from trainwell.doctor.probes import climbing
+    from trainwell.doctor.probes.allocator_fragmentation import climbing
 
     assert climbing([(1000 + 300 * i, 5000) for i in range(10)])
     assert not climbing([(1000, 5000)] * 10)

@@ -12,8 +12,8 @@ from torch import nn
 
 import trainwell
 from trainwell.cli import main
-from trainwell.doctor.learning import not_decreasing
-from trainwell.doctor.numerics import overflowing
+from trainwell.doctor.probes.amp_overflow import overflowing
+from trainwell.doctor.probes.loss_not_decreasing import not_decreasing
 
 
 def test_grad_scaler_history_rules():

@@ -517,12 +517,29 @@ def _gpu_unavailable_reason(
 def _facts(info: dict[str, Any]) -> list[tuple[str, str]]:
     py = info.get("python") or {}
     t = info.get("torch") or {}
-    cpu = info.get("cpu") or {}
     facts = [
         ("python", f"{py.get('version', '?')} ({py.get('executable', '?')})"),
         ("platform", str(py.get("platform", "?"))),
         ("torch", str(t.get("version", "?")) + (" (debug build)" if t.get("debug") else "")),
+        ("torch build", _build_line(t)),
+        ("cpu", _cpu_line(info.get("cpu") or {})),
     ]
+    devices = info.get("devices") or []
+    if not devices:
+        facts.append(("devices", "none (CPU only)"))
+    facts += [_device_fact(d) for d in devices]
+    facts.append(("nvidia driver", _driver_line(info.get("driver"))))
+    environ = {k: v for k, v in (info.get("environment") or {}).items() if v is not None}
+    if environ:
+        facts.append(("environment", " ".join(f"{k}={v}" for k, v in environ.items())))
+    packages = info.get("packages") or {}
+    if packages:
+        facts.append(("packages", ", ".join(f"{k} {v or 'missing'}" for k, v in packages.items())))
+    facts.append(("trainwell", str(info.get("trainwell", "unknown"))))
+    return facts
+
+
+def _build_line(t: dict[str, Any]) -> str:
     if t.get("hip"):
         build = f"ROCm {t['hip']}"
     elif t.get("cuda"):
@@ -531,52 +548,41 @@ def _facts(info: dict[str, Any]) -> list[tuple[str, str]]:
         build = "CPU only"
     if "cuda_available" in t and (t.get("cuda") or t.get("hip")):
         build += ", GPU available" if t["cuda_available"] else ", GPU not available"
-    facts.append(("torch build", build))
+    return build
 
+
+def _cpu_line(cpu: dict[str, Any]) -> str:
     cores = str(cpu.get("logical_cores", "?"))
     if cpu.get("usable_cores") is not None and cpu.get("usable_cores") != cpu.get("logical_cores"):
         cores = f"{cpu['usable_cores']} usable of {cores}"
-    cpu_line = f"{cores} cores, {cpu.get('capability') or 'unknown'} kernels"
-    cpu_line += ", fast bf16" if cpu.get("bf16_fast") else ", no fast bf16"
+    line = f"{cores} cores, {cpu.get('capability') or 'unknown'} kernels"
+    line += ", fast bf16" if cpu.get("bf16_fast") else ", no fast bf16"
     if cpu.get("torch_threads") is not None:
-        cpu_line += f", torch uses {cpu['torch_threads']} threads"
-    facts.append(("cpu", cpu_line))
+        line += f", torch uses {cpu['torch_threads']} threads"
+    return line
 
-    devices = info.get("devices") or []
-    if not devices:
-        facts.append(("devices", "none (CPU only)"))
-    for d in devices:
-        label = f"{d.get('type', 'cuda')}:{d.get('index', '?')}"
-        if d.get("error"):
-            facts.append((label, f"error: {d['error']}"))
-            continue
-        parts = [str(d.get("name", "?"))]
-        if d.get("capability"):
-            parts.append(f"capability {d['capability']}")
-        if d.get("total_memory_bytes"):
-            parts.append(f"{d['total_memory_bytes'] / 2**30:.1f} GiB")
-        if d.get("bf16") is not None:
-            parts.append("bf16" if d["bf16"] else "no bf16")
-        facts.append((label, ", ".join(parts)))
 
-    driver = info.get("driver")
+def _device_fact(d: dict[str, Any]) -> tuple[str, str]:
+    label = f"{d.get('type', 'cuda')}:{d.get('index', '?')}"
+    if d.get("error"):
+        return label, f"error: {d['error']}"
+    parts = [str(d.get("name", "?"))]
+    if d.get("capability"):
+        parts.append(f"capability {d['capability']}")
+    if d.get("total_memory_bytes"):
+        parts.append(f"{d['total_memory_bytes'] / 2**30:.1f} GiB")
+    if d.get("bf16") is not None:
+        parts.append("bf16" if d["bf16"] else "no bf16")
+    return label, ", ".join(parts)
+
+
+def _driver_line(driver: dict[str, Any] | None) -> str:
     if driver is None:
-        facts.append(("nvidia driver", "nvidia-smi not found"))
-    else:
-        text = f"{driver.get('driver_version') or '?'} (CUDA {driver.get('cuda_version') or '?'})"
-        if driver.get("error"):
-            text += f", error: {driver['error']}"
-        facts.append(("nvidia driver", text))
-
-    environ = {k: v for k, v in (info.get("environment") or {}).items() if v is not None}
-    if environ:
-        facts.append(("environment", " ".join(f"{k}={v}" for k, v in environ.items())))
-
-    packages = info.get("packages") or {}
-    if packages:
-        facts.append(("packages", ", ".join(f"{k} {v or 'missing'}" for k, v in packages.items())))
-    facts.append(("trainwell", str(info.get("trainwell", "unknown"))))
-    return facts
+        return "nvidia-smi not found"
+    text = f"{driver.get('driver_version') or '?'} (CUDA {driver.get('cuda_version') or '?'})"
+    if driver.get("error"):
+        text += f", error: {driver['error']}"
+    return text
 
 
 def _one_line(value: Any) -> str:

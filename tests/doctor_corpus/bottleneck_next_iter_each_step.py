@@ -1,6 +1,6 @@
-# (review script) written to the doctor's spec; expected: data-bottleneck@26
 # A step-based loop that takes each batch with next(iter(loader)): every step builds a
-# new iterator, and the per-sample loading (~1.5 ms an image) dominates the step.
+# new iterator, and the per-sample loading (~5 ms an image) dominates the step: the
+# fix starts at that line (one iterator, next(it) each step).
 import time
 
 import torch
@@ -12,8 +12,8 @@ class SlowImages(Dataset):
     def __len__(self):
         return 1000
 
-    def __getitem__(self, i):
-        time.sleep(0.0015)  # image decode
+    def __getitem__(self, i):  # expect-related: data-bottleneck
+        time.sleep(0.005)  # image decode
         g = torch.Generator().manual_seed(i)
         return torch.rand(3, 16, 16, generator=g), i % 4
 

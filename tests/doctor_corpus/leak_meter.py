@@ -8,7 +8,7 @@ class AverageMeter:
         self.count = 0
 
     def update(self, value, n=1):
-        self.sum += value * n  # expect: graph-retained
+        self.sum += value * n  # expect-related: graph-retained
         self.count += n
 
 
@@ -20,5 +20,5 @@ for x, y in batches():
     loss = torch.nn.functional.cross_entropy(model(x), y)
     loss.backward()
     opt.step()
-    meter.update(loss, x.shape[0])
+    meter.update(loss, x.shape[0])  # expect: graph-retained
 print(meter.sum / meter.count)

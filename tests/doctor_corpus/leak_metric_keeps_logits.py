@@ -9,7 +9,7 @@ class EpochAccuracy:
         self.preds, self.targets = [], []
 
     def update(self, logits, target):
-        self.preds.append(logits)  # expect: graph-retained
+        self.preds.append(logits)  # expect-related: graph-retained
         self.targets.append(target)
 
     def compute(self):
@@ -26,5 +26,5 @@ for x, y in batches():
     opt.zero_grad()
     loss.backward()
     opt.step()
-    metric.update(logits, y)
+    metric.update(logits, y)  # expect: graph-retained
 print("train accuracy", metric.compute())

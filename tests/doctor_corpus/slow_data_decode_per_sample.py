@@ -15,9 +15,9 @@ class SpectrogramFiles(Dataset):
     def __len__(self):
         return self.n
 
-    def __getitem__(self, i):
+    def __getitem__(self, i):  # expect-related: data-bottleneck
         g = torch.Generator().manual_seed(i)
-        time.sleep(0.003)  # open, decode, resample...
+        time.sleep(0.004)  # open, decode, resample...
         label = i % 3
         spec = torch.randn(32, generator=g) + label
         spec = spec * (0.9 + 0.2 * torch.rand(1, generator=g))  # random gain augmentation
@@ -25,10 +25,10 @@ class SpectrogramFiles(Dataset):
 
 
 torch.manual_seed(0)
-loader = DataLoader(SpectrogramFiles(576), batch_size=16, shuffle=True, num_workers=0)
+loader = DataLoader(SpectrogramFiles(576), batch_size=16, shuffle=True, num_workers=0)  # expect: data-bottleneck
 model = nn.Sequential(nn.Linear(32, 16), nn.ReLU(), nn.Linear(16, 3))
 optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
-for step, (spec, label) in enumerate(loader):  # expect: data-bottleneck
+for step, (spec, label) in enumerate(loader):
     loss = nn.functional.cross_entropy(model(spec), label)
     optimizer.zero_grad()
     loss.backward()

@@ -65,6 +65,37 @@ FASHION_MNIST_URL = "https://github.com/zalandoresearch/fashion-mnist#get-the-da
 _NUM_CLASSES = 10
 
 
+def _read_bytes(path: Path) -> bytes:
+    """The file's bytes, gunzipped if they are gzip, with at least an IDX magic number."""
+    if not path.exists():
+        raise UserError(f"{path}: no such file; check the path")
+    if not path.is_file():
+        raise UserError(f"{path}: is not a regular file; expected an IDX file")
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise UserError(f"{path}: cannot be read ({exc.strerror or exc})") from exc
+    if raw[:2] == _GZIP_MAGIC:
+        try:
+            raw = gzip.decompress(raw)
+        except (OSError, EOFError, zlib.error) as exc:
+            # A cut-off download is the usual cause; gzip's own message is cryptic.
+            raise UserError(
+                f"{path}: corrupt or truncated gzip data ({exc}); download the file again"
+            ) from exc
+    if len(raw) < 4:
+        raise UserError(
+            f"{path}: too short to be an IDX file ({len(raw)} bytes, the header alone is "
+            "at least 4); download the file again"
+        )
+    if raw[0] != 0 or raw[1] != 0:
+        raise UserError(
+            f"{path}: bad magic bytes {raw[:4].hex()} (an IDX file starts with 0x0000, "
+            "a gzip file with 0x1f8b); is this the right file?"
+        )
+    return raw
+
+
 def read_idx(path: str | Path) -> np.ndarray:
     """Read one IDX file, plain or gzipped, into a numpy array.
 
@@ -83,34 +114,7 @@ def read_idx(path: str | Path) -> np.ndarray:
         ((60000, 28, 28), dtype('uint8'))
     """
     path = Path(path).expanduser()
-    if not path.exists():
-        raise UserError(f"{path}: no such file; check the path")
-    if not path.is_file():
-        raise UserError(f"{path}: is not a regular file; expected an IDX file")
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise UserError(f"{path}: cannot be read ({exc.strerror or exc})") from exc
-
-    if raw[:2] == _GZIP_MAGIC:
-        try:
-            raw = gzip.decompress(raw)
-        except (OSError, EOFError, zlib.error) as exc:
-            # A cut-off download is the usual cause; gzip's own message is cryptic.
-            raise UserError(
-                f"{path}: corrupt or truncated gzip data ({exc}); download the file again"
-            ) from exc
-
-    if len(raw) < 4:
-        raise UserError(
-            f"{path}: too short to be an IDX file ({len(raw)} bytes, the header alone is "
-            "at least 4); download the file again"
-        )
-    if raw[0] != 0 or raw[1] != 0:
-        raise UserError(
-            f"{path}: bad magic bytes {raw[:4].hex()} (an IDX file starts with 0x0000, "
-            "a gzip file with 0x1f8b); is this the right file?"
-        )
+    raw = _read_bytes(path)
     code, ndim = raw[2], raw[3]
     dtype = _IDX_DTYPES.get(code)
     if dtype is None:

@@ -7,7 +7,6 @@ explanation is a finding that points into the user's code.
 
 from __future__ import annotations
 
-import ast
 import gc
 import re
 import types
@@ -15,8 +14,18 @@ from typing import Any
 
 import torch
 
+from trainwell.doctor.carried import (
+    INPLACE,
+    detach_fix,
+    find_carried,
+    inplace_line,
+    modified_parameter,
+    parse_modified,
+    replay_inplace,
+    step_line,
+)
 from trainwell.doctor.findings import Finding
-from trainwell.doctor.frame import is_user_file
+from trainwell.doctor.sites import Site, is_user_file
 
 OOM_MARKERS = ("out of memory", "can't allocate memory", "CUDA error: out of memory")
 SECOND_BACKWARD = "Trying to backward through the graph a second time"
@@ -45,8 +54,9 @@ def explain(doc: Any, exc: BaseException) -> None:
         doc.add(_label_crash(frame, text))
     elif any(m in text for m in DEVICE_MARKERS):
         doc.add(_device_mismatch(frame, text))
-    elif SECOND_BACKWARD in text:
-        finding = _second_backward(frame)
+    elif SECOND_BACKWARD in text or INPLACE in text:
+        finding = (_second_backward(doc, frame) if SECOND_BACKWARD in text
+                   else _inplace(doc, frame, text))  # fmt: skip
         if finding is not None:
             doc.add(finding)
 
@@ -189,39 +199,81 @@ def _parameters(frame: types.FrameType) -> list[torch.nn.Parameter]:
     return list(seen.values())
 
 
-def _second_backward(frame: types.FrameType) -> Finding | None:
+def _second_backward(doc: Any, frame: types.FrameType) -> Finding | None:
     """A state carried from step to step (``h = rnn(x, h)``) without ``detach()``."""
-    try:
-        with open(frame.f_code.co_filename) as f:
-            tree = ast.parse(f.read())
-    except (OSError, SyntaxError):
+    carried = find_carried(doc)
+    if carried is None:
         return None
-    carried = []
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.Assign) or not isinstance(node.value, ast.Call):
-            continue
-        targets = [e for t in node.targets for e in (t.elts if isinstance(t, ast.Tuple) else [t])]
-        names = {t.id for t in targets if isinstance(t, ast.Name)}
-        used = {n.id for n in ast.walk(node.value) if isinstance(n, ast.Name)}
-        for name in names & used:
-            value = frame.f_locals.get(name, frame.f_globals.get(name))
-            # A state may be one tensor or a tuple of them (an LSTM's (h, c)).
-            parts = value if isinstance(value, (tuple, list)) else (value,)
-            if any(isinstance(v, torch.Tensor) and v.grad_fn is not None for v in parts):
-                carried.append((node.lineno, name))
-    if not carried:
-        return None
-    line, name = carried[0]
     return Finding(
         code="graph-retained",
         severity="error",
-        file=frame.f_code.co_filename,
-        line=line,
-        message=f"`{name}` is carried from step to step without detach(), so this step's "
-        "backward reaches into the previous step's graph, already freed",
+        file=carried.site.file,
+        line=carried.site.line,
+        message=f"`{carried.name}` is carried from step to step without detach(), so this "
+        "step's backward reaches into the previous step's graph, already freed",
         why="without detach the graph (and its memory) would grow with every step; PyTorch "
         "stops at the second backward instead",
-        fix=f"detach the carried state each step: {name} = {name}.detach() (truncated BPTT)",
+        fix=detach_fix(carried),
         related=[{"file": frame.f_code.co_filename, "line": frame.f_lineno, "what": "backward"}],
         evidence={"exception": SECOND_BACKWARD},
     )
+
+
+def _inplace(doc: Any, frame: types.FrameType, text: str) -> Finding | None:
+    """Autograd's "modified by an inplace operation", explained: a carried state whose
+    weights the optimizer changed, a step between a forward and its backward, or an
+    in-place op on a tensor autograd saved."""
+    ref = getattr(doc, "last_backward", None)
+    loss = ref() if ref is not None else None
+    mod = parse_modified(text, loss)
+    backward = {"file": frame.f_code.co_filename, "line": frame.f_lineno, "what": "backward"}
+    evidence = {"exception": " ".join(text.split())[:300], "saved_by": mod.node,
+                "shape": list(mod.shape)}  # fmt: skip
+    held = modified_parameter(frame, mod)
+    if held is not None:
+        carried = find_carried(doc)
+        if carried is not None:
+            return Finding(
+                code="inplace-modified", severity="error", file=carried.site.file,
+                line=carried.site.line,
+                message=f"`{carried.name}` is carried from step to step without detach(), "
+                "and backward(retain_graph=True) keeps the old graph: its weights were since "
+                "changed in place by optimizer.step()",
+                why="the kept graph needs the weights as they were when it was built",
+                fix=detach_fix(carried) + "; then retain_graph=True is not needed",
+                related=[backward], evidence=evidence,
+            )  # fmt: skip
+        name, _ = held
+        line = step_line(frame, name) or frame.f_lineno
+        return Finding(
+            code="inplace-modified", severity="error", file=frame.f_code.co_filename,
+            line=line,
+            message=f"{name}.step() changed weights in place between a forward and the "
+            "backward through it: the graph saved the old weights",
+            why="a GAN's discriminator updated before the generator's backward through "
+            "its output is the classic case",
+            fix="run each loss's backward before the step that changes the weights it went "
+            "through: recompute the output after the step (e.g. D(fake) again for the "
+            "generator), or detach() what the other network gets",
+            related=[backward], evidence=evidence,
+        )  # fmt: skip
+    site = replay_inplace(doc, mod.producer)
+    if site is None:
+        line = inplace_line(frame, _function_start(frame))
+        site = Site(frame.f_code.co_filename, line) if line else None
+    if site is None:
+        return None
+    return Finding(
+        code="inplace-modified", severity="error", file=site.file, line=site.line,
+        message=f"an in-place operation here changes a tensor {mod.shape and list(mod.shape)} "
+        f"that autograd saved for the backward ({mod.node or mod.producer})",
+        why="the backward needs the tensor as it was in the forward; PyTorch refuses to use "
+        "a changed one",
+        fix="use the out-of-place form (x = x + y, not x += y; masked_fill, not masked_fill_; "
+        "inplace=False; torch.where instead of slice assignment), or clone() before it",
+        related=[backward], evidence=evidence,
+    )  # fmt: skip
+
+
+def _function_start(frame: types.FrameType) -> int:
+    return frame.f_code.co_firstlineno if frame.f_code.co_name != "<module>" else 1

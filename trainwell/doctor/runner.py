@@ -14,10 +14,12 @@ import traceback
 from pathlib import Path
 
 from trainwell.doctor.crash import explain
-from trainwell.doctor.findings import render, to_json
-from trainwell.doctor.frame import Doctor, StopTraining
-from trainwell.doctor.learning import OverfitCheck
-from trainwell.doctor.probes import default_probes
+from trainwell.doctor.events import StopTraining
+from trainwell.doctor.findings import to_json
+from trainwell.doctor.frame import Doctor
+from trainwell.doctor.overfit import OverfitCheck
+from trainwell.doctor.registry import default_probes
+from trainwell.doctor.summary import report_text
 from trainwell.errors import UserError
 
 
@@ -56,7 +58,7 @@ def run_script(
             except SystemExit as exc:
                 code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
             except Exception as exc:
-                traceback.print_exc()
+                _print_user_traceback(exc)
                 explain(doc, exc)  # an out-of-memory, a backward through a freed graph
                 code = 1
     finally:
@@ -83,6 +85,17 @@ def run_script(
     return code
 
 
+def _print_user_traceback(exc: BaseException) -> None:
+    """The traceback as Python prints it, less the doctor's own frames (its wrappers
+    around torch calls): the user reads their code and torch's, nothing else."""
+    doctor_dir = str(Path(__file__).resolve().parent)
+    te = traceback.TracebackException.from_exception(exc)
+    te.stack = traceback.StackSummary.from_list(
+        [f for f in te.stack if not str(Path(f.filename).resolve()).startswith(doctor_dir)]
+    )
+    print("".join(te.format()), end="", file=sys.stderr)
+
+
 def _check_args(path: Path, max_steps: int | None, json_path: str | None) -> None:
     if not path.is_file():
         raise UserError(f"doctor: script {path} does not exist")
@@ -105,14 +118,4 @@ def _check_writable(path: Path, what: str) -> None:
         raise UserError(f"{what} {path} cannot be written (permission denied)")
 
 
-def report_text(doc: Doctor, stopped: bool = False) -> str:
-    """The doctor's report: one block per finding, then a summary line."""
-    head = f"trainwell doctor: {doc.steps} optimizer steps watched"
-    if stopped:
-        head += " (stopped at --max-steps)"
-    if doc.errors:
-        head += f" (probes switched off after an internal error: {'; '.join(doc.errors)})"
-    if not doc.findings:
-        return f"{head}; no findings"
-    blocks = [render(f) for f in doc.findings]
-    return "\n\n".join([f"{head}; {len(doc.findings)} finding(s)", *blocks])
+__all__ = ["report_text", "run_script"]

@@ -4,28 +4,45 @@ attribute, the ``.detach()`` in a forward, the names of a model's parts."""
 from __future__ import annotations
 
 import ast
-import functools
 import types
 
 from torch import nn
 
-from trainwell.doctor.frame import Site, is_user_file
+from trainwell.doctor.sites import Site, is_user_file, parse
 
 
-@functools.lru_cache(maxsize=64)
-def parse(file: str) -> ast.Module | None:
-    """The file's syntax tree (cached), or ``None`` when it cannot be read."""
-    try:
-        with open(file) as f:
-            return ast.parse(f.read(), file)
-    except (OSError, SyntaxError, ValueError):
-        return None
+def module_path(path: str, root: str = "model") -> str:
+    """A dotted ``named_modules`` path as the user writes it: ``1`` -> ``model[1]``,
+    ``encoder.layers.0.attn`` -> ``encoder.layers[0].attn``; ``root`` is the model's
+    name (the variable that holds it) and leads paths that start with an index.
+
+    Example:
+        >>> module_path("1"), module_path("encoder.layers.0.attn"), module_path("", "net")
+        ('model[1]', 'encoder.layers[0].attn', 'net')
+    """
+    text = ""
+    for part in path.split(".") if path else []:
+        text += f"[{part}]" if part.isdigit() else (f".{part}" if text else part)
+    return root + text if not text or text.startswith("[") else text
 
 
-def qualified_names(model: nn.Module) -> dict[int, str]:
-    """``id(module) -> name`` for every module of ``model`` (the root is its class name)."""
-    names = {id(m): name for name, m in model.named_modules() if name}
-    names[id(model)] = type(model).__name__
+def module_label(path: str, module: nn.Module, root: str = "model") -> str:
+    """``model[1] (LogFeatures)``, ``encoder.attn (MultiheadAttention)``: the path as the
+    user writes it and the module's class; the model itself is ``root (Class)``."""
+    return f"{module_path(path, root)} ({type(module).__name__})"
+
+
+def param_path(name: str, root: str = "model") -> str:
+    """A ``named_parameters`` name as the user writes it: ``1.weight`` ->
+    ``model[1].weight``, ``head.bias`` -> ``head.bias``."""
+    path, _, leaf = name.rpartition(".")
+    return f"{module_path(path, root)}.{leaf}" if path else name
+
+
+def qualified_names(model: nn.Module, root: str = "model") -> dict[int, str]:
+    """``id(module) -> label`` (:func:`module_label`) for every module of ``model``."""
+    names = {id(m): module_label(name, m, root) for name, m in model.named_modules() if name}
+    names[id(model)] = module_label("", model, root)
     return names
 
 
@@ -57,20 +74,27 @@ def _self_attribute(node: ast.AST, attr: str | None = None) -> bool:
     )
 
 
-def attribute_site(cls: type, attr: str) -> Site | None:
-    """The line of ``self.<attr> = ...`` in ``cls`` (or a user base class), if any."""
+def attribute_site(cls: type, attr: str, carried: bool = False) -> Site | None:
+    """The line of ``self.<attr> = ...`` in ``cls`` (or a user base class), if any; with
+    ``carried``, preferably one that feeds the attribute back (``y, self.h = f(x, self.h)``)."""
+    first = None
     for klass in cls.__mro__:
         found = user_class(klass)
         if found is None:
             continue
         file, node = found
         for sub in ast.walk(node):
-            if isinstance(sub, (ast.Assign, ast.AnnAssign)):
-                targets = sub.targets if isinstance(sub, ast.Assign) else [sub.target]
-                if any(_self_attribute(t, attr) for t in targets):
-                    return Site(file, sub.lineno)
-            # setattr(self, "name", ...)
-    return None
+            if not isinstance(sub, (ast.Assign, ast.AnnAssign)) or sub.value is None:
+                continue
+            targets = sub.targets if isinstance(sub, ast.Assign) else [sub.target]
+            flat = [e for t in targets for e in (t.elts if isinstance(t, ast.Tuple) else [t])]
+            if not any(_self_attribute(t, attr) for t in flat):
+                continue
+            site = Site(file, sub.lineno)
+            if not carried or any(_self_attribute(n, attr) for n in ast.walk(sub.value)):
+                return site
+            first = first or site
+    return first
 
 
 def method(cls: type, name: str) -> tuple[str, ast.FunctionDef] | None:

@@ -1,8 +1,4 @@
-"""The learning probes: a loss that does not go down, and the overfit-one-batch check.
-
-The losses are read from the tensors ``backward()`` is called on: on the CPU as they
-come, on a GPU in batches (one host sync per ``RESOLVE`` steps).
-"""
+"""The ``loss-not-decreasing`` probe."""
 
 from __future__ import annotations
 
@@ -11,8 +7,12 @@ from typing import Any
 
 import torch
 
+from trainwell.doctor.events import (
+    BackwardEvent,
+    Reporter,
+)
 from trainwell.doctor.findings import Finding
-from trainwell.doctor.frame import BackwardEvent, Site
+from trainwell.doctor.sites import Site
 
 
 class LossCurve:
@@ -81,7 +81,7 @@ class LossNotDecreasingProbe:
         self.optimizers: set[int] = set()
         self.chance: float | None = None  # ln C of the first classification loss seen
 
-    def on_step(self, doc: Any, event: Any) -> None:
+    def on_step(self, doc: Reporter, event: Any) -> None:
         self.optimizers.add(id(event.optimizer))
         if doc.steps >= 100 and len(self.optimizers) == 1:
             doc.unsubscribe(self, "on_step")  # one optimizer: it stays one
@@ -91,13 +91,13 @@ class LossNotDecreasingProbe:
             self.judged = True
             doc.unsubscribe(self, "on_backward", "on_step", "on_loss")
 
-    def on_loss(self, doc: Any, event: Any) -> None:
+    def on_loss(self, doc: Reporter, event: Any) -> None:
         x = event.input
         if event.name == "cross_entropy" and isinstance(x, torch.Tensor) and x.dim() >= 2:
             self.chance = math.log(max(2, x.shape[1]))
         doc.unsubscribe(self, "on_loss")
 
-    def on_backward(self, doc: Any, event: BackwardEvent) -> None:
+    def on_backward(self, doc: Reporter, event: BackwardEvent) -> None:
         if event.tensor.numel() != 1 or not event.tensor.requires_grad:
             return
         key = event.key  # the site is looked up once per call site, not every step
@@ -117,10 +117,10 @@ class LossNotDecreasingProbe:
         if self.backwards >= self.JUDGE_AT:
             self._judge(doc)
 
-    def on_end(self, doc: Any) -> None:
+    def on_end(self, doc: Reporter) -> None:
         self._judge(doc)
 
-    def _judge(self, doc: Any) -> None:
+    def _judge(self, doc: Reporter) -> None:
         if self.judged:
             return
         self.judged = True
@@ -154,39 +154,3 @@ class LossNotDecreasingProbe:
                 evidence={"steps": len(losses), "first_mean": first, "last_mean": last},
             )
         )
-
-
-class OverfitCheck:
-    """``trainwell doctor --overfit``: the first batch of the training DataLoader is fed
-    again in place of every later batch from that loader; the loss of the training
-    backward should then fall to near zero. Not a probe that reports a finding: it gives
-    a verdict (:meth:`verdict`), with the same rule and words as the engine's
-    ``doctor.overfit_batch`` (:class:`trainwell.engine.overfit.OverfitResult`)."""
-
-    def __init__(self) -> None:
-        self.dataset: Any = None
-        self.batch: Any = None
-        self.curve = LossCurve()
-
-    def swap(self, it: Any, batch: Any) -> Any:
-        """The batch the script gets: the first one, again, for the training loader."""
-        if self.dataset is None:
-            self.dataset, self.batch = it._dataset, batch
-            return batch
-        return self.batch if it._dataset is self.dataset else batch
-
-    def on_backward(self, doc: Any, event: BackwardEvent) -> None:
-        if event.tensor.requires_grad:
-            self.curve.add(event.tensor)
-
-    def verdict(self) -> dict[str, Any]:
-        from trainwell.engine.overfit import OverfitResult
-
-        losses = self.curve.resolve()
-        if self.dataset is None or len(losses) < 2:
-            return {"passed": None, "steps": len(losses),
-                    "message": "overfit check: no verdict: it needs the script to draw its "
-                    "training batches from a torch DataLoader and call backward() at least "
-                    "twice"}  # fmt: skip
-        result = OverfitResult(initial_loss=losses[0], final_loss=losses[-1], steps=len(losses))
-        return {**result.to_dict(), "message": result.verdict()}

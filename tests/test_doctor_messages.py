@@ -1,0 +1,171 @@
+"""What the doctor's findings say, beyond code and line: modules named as the user
+wrote them, warnings shown at the user's line, the reason a loss gives no gradient."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+import warnings
+
+import torch
+
+from trainwell.cli import main
+
+
+def run_doctor(tmp_path, source: str, *args: str) -> tuple[list[dict], str]:
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent(source))
+    out = tmp_path / "findings.json"
+    main(["doctor", "--json", str(out), *args, str(script)])
+    return json.loads(out.read_text())["findings"], str(script)
+
+
+SEQUENTIAL_NAN = """
+    import torch
+    from torch import nn
+
+
+    class LogFeatures(nn.Module):
+        def forward(self, x):
+            return torch.log(x)
+
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), LogFeatures(), nn.Linear(8, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(3):
+        opt.zero_grad()
+        loss = model(torch.randn(16, 4)).pow(2).mean()
+        loss.backward()
+        opt.step()
+"""
+
+
+def test_a_module_of_a_sequential_is_named_by_its_index_on_the_models_name(tmp_path):
+    findings, _ = run_doctor(tmp_path, SEQUENTIAL_NAN)
+    (finding,) = [f for f in findings if f["code"] == "nonfinite-loss"]
+    assert "model[1] (LogFeatures)" in finding["message"], finding["message"]
+    assert finding["evidence"]["module"] == "model[1] (LogFeatures)"
+
+
+UNUSED_ATTENTION = """
+    import torch
+    from torch import nn
+
+
+    class Encoder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = nn.Linear(8, 16)
+            self.attn = nn.MultiheadAttention(16, 2, batch_first=True)
+
+        def forward(self, x):
+            return torch.relu(self.proj(x))
+
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.encoder = Encoder()
+            self.head = nn.Linear(16, 2)
+
+        def forward(self, x):
+            return self.head(self.encoder(x).mean(1))
+
+
+    torch.manual_seed(0)
+    net = Net()
+    opt = torch.optim.Adam(net.parameters(), lr=1e-3)
+    for _ in range(30):
+        opt.zero_grad()
+        loss = nn.functional.cross_entropy(net(torch.randn(4, 5, 8)), torch.randint(0, 2, (4,)))
+        loss.backward()
+        opt.step()
+"""
+
+
+def test_a_nested_library_module_is_named_by_its_attribute_path(tmp_path):
+    findings, _ = run_doctor(tmp_path, UNUSED_ATTENTION)
+    (finding,) = [f for f in findings if f["code"] == "param-without-grad"]
+    assert finding["message"].startswith("encoder.attn (MultiheadAttention) ("), finding["message"]
+
+
+MISSING_FROM_OPTIMIZER = """
+    import torch
+    from torch import nn
+
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(4, 8), nn.ReLU())
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    net.append(nn.Linear(8, 2))
+    for _ in range(5):
+        opt.zero_grad()
+        nn.functional.cross_entropy(net(torch.randn(8, 4)), torch.randint(0, 2, (8,))).backward()
+        opt.step()
+"""
+
+
+def test_parameters_left_out_are_named_on_the_models_variable(tmp_path):
+    findings, _ = run_doctor(tmp_path, MISSING_FROM_OPTIMIZER)
+    (finding,) = [f for f in findings if f["code"] == "param-not-in-optimizer"]
+    assert finding["evidence"]["parameters"] == ["net[2].weight", "net[2].bias"]
+
+
+def test_module_paths_read_as_python():
+    from trainwell.doctor.source import module_label, module_path, param_path
+
+    assert module_path("1") == "model[1]"
+    assert module_path("encoder.layers.0.attn") == "encoder.layers[0].attn"
+    assert module_path("0.1", "self.model") == "self.model[0][1]"
+    assert param_path("blocks.2.weight", "m") == "blocks[2].weight"
+    assert module_label("", torch.nn.Linear(1, 1), "net") == "net (Linear)"
+
+
+BROADCAST_WARNING = """
+    import torch
+    import torch.nn.functional as F
+
+    torch.manual_seed(0)
+    model = torch.nn.Linear(3, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x, y = torch.randn(32, 3), torch.randn(32)
+    for _ in range(3):
+        opt.zero_grad()
+        loss = F.mse_loss(model(x), y)  # the warning's line
+        loss.backward()
+        opt.step()
+    scheduler = torch.optim.lr_scheduler.StepLR(opt, 10)
+    scheduler.step(1)  # the scheduler's warning's line
+"""
+
+
+def test_a_warning_torch_raises_in_a_wrapped_call_points_at_the_users_line(tmp_path):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _, script = run_doctor(tmp_path, BROADCAST_WARNING)
+    lines = textwrap.dedent(BROADCAST_WARNING).splitlines()
+    line = next(i for i, t in enumerate(lines, start=1) if "warning's line" in t)
+    shown = [(w.filename, w.lineno) for w in caught if "target size" in str(w.message)]
+    assert shown and set(shown) == {(script, line)}, shown
+    line = next(i for i, t in enumerate(lines, start=1) if "scheduler's warning" in t)
+    shown = [(w.filename, w.lineno) for w in caught if "epoch parameter" in str(w.message)]
+    assert shown == [(script, line)], shown
+    assert warnings.showwarning.__module__ == "warnings"  # the relay is gone
+
+
+def test_cross_entropy_on_one_output_says_the_loss_gives_no_gradient(tmp_path):
+    findings, script = run_doctor(tmp_path, """
+        import torch
+        import torch.nn.functional as F
+
+        torch.manual_seed(0)
+        model = torch.nn.Linear(20, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+        for _ in range(6):
+            opt.zero_grad()
+            loss = F.cross_entropy(model(torch.rand(32, 20)), torch.rand(32, 1))
+            loss.backward()
+            opt.step()
+    """)
+    assert [(f["code"], f["line"]) for f in findings] == [("loss-no-gradient", 10)]
+    assert "single output" in findings[0]["message"], findings[0]["message"]

@@ -1,0 +1,32 @@
+"""Walking autograd graphs, and the tensors of a forward's output."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+
+
+def walk(root: Any, limit: int) -> Iterator[Any]:
+    """The nodes of the autograd graph under ``root``, each once, at most ``limit``."""
+    seen = {root}
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        yield node
+        for nxt, _ in getattr(node, "next_functions", ()):
+            if nxt is not None and nxt not in seen and len(seen) < limit:
+                seen.add(nxt)
+                stack.append(nxt)
+
+
+def output_tensors(output: Any) -> list[torch.Tensor]:
+    """The tensors of a forward's output: a tensor, or those in a tuple, list or dict."""
+    if isinstance(output, torch.Tensor):
+        return [output]
+    if isinstance(output, dict):
+        output = list(output.values())
+    if isinstance(output, (list, tuple)):
+        return [v for v in output if isinstance(v, torch.Tensor)]
+    return []

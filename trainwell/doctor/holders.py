@@ -1,0 +1,300 @@
+"""Who holds tensors with graphs: the user's variables and attributes worth measuring,
+how much graph each holds, and the statement that stores into it."""
+
+from __future__ import annotations
+
+import ast
+import functools
+import types
+from collections import deque
+from typing import Any
+
+import torch
+from torch import nn
+
+from trainwell.doctor.graph import walk as _walk
+from trainwell.doctor.sites import is_user_file, parse
+
+
+class _Holder:
+    """A user variable or attribute that holds tensors."""
+
+    def __init__(self, name: str, value: Any, owner: str | None, cls: type | None) -> None:
+        self.name = name  # the variable or attribute name
+        self.value = value
+        self.owner = owner  # the variable holding the object, for attributes
+        self.cls = cls  # the object's class, for attributes
+        self.carried = False
+        self.key: Any = None  # held as name[key], not as name itself
+
+    def describe(self) -> str:
+        if self.key is not None and self.cls is not None:
+            return f"`{self.owner}.{self.name}[{self.key!r}]` (in {_article(self.cls.__name__)})"
+        if self.key is not None:
+            return f"`{self.name}[{self.key!r}]`"
+        if self.cls is None:
+            return f"`{self.name}`"
+        owner = _article(self.cls.__name__)
+        return f"`{self.owner}.{self.name}` (attribute `{self.name}` of {owner})"
+
+
+def _holders(frame: types.FrameType, seen_objects: set[int]) -> list[tuple[str, _Holder]]:
+    """The user's variables worth measuring, with a stable path for each."""
+    found: list[tuple[str, _Holder]] = []
+    scopes: dict[int, dict[str, Any]] = {}  # frames of one file share their globals
+    f: types.FrameType | None = frame
+    while f is not None:
+        if is_user_file(f.f_code.co_filename):
+            scopes.setdefault(id(f.f_locals), f.f_locals)
+            scopes.setdefault(id(f.f_globals), f.f_globals)
+        f = f.f_back
+    for scope in scopes.values():
+        for name, value in list(scope.items()):
+            if name.startswith("__") or isinstance(value, (types.ModuleType, type)):
+                continue
+            if _holds_tensors(value):
+                found += _held(name, name, value, None, None)
+            elif _is_user_object(value) and id(value) not in seen_objects:
+                seen_objects.add(id(value))
+                found += _attributes(name, value, seen_objects)
+    return found
+
+
+def _attributes(owner: str, obj: Any, seen: set[int]) -> list[tuple[str, _Holder]]:
+    found = []
+    objects = [(owner, obj)]
+    if isinstance(obj, nn.Module):
+        objects = [(f"{owner}.{n}" if n else owner, m) for n, m in obj.named_modules()]
+    for path, o in objects:
+        seen.add(id(o))
+        attrs = vars(o)
+        skip = set()
+        if isinstance(o, nn.Module):
+            skip = set(o._parameters) | set(o._buffers)
+            for hook in list(o._forward_hooks.values()):
+                for cell_name, cell in zip(
+                    hook.__code__.co_freevars if hasattr(hook, "__code__") else (),
+                    getattr(hook, "__closure__", None) or (),
+                ):
+                    value = cell.cell_contents
+                    if _holds_tensors(value):
+                        holder = _Holder(cell_name, value, None, None)
+                        found.append((f"{path}<hook>.{cell_name}", holder))
+        for name, value in attrs.items():
+            if name.startswith("_") or name in skip:
+                continue
+            if _holds_tensors(value):
+                found += _held(f"{path}.{name}", name, value, path, type(o))
+    return found
+
+
+def _held(
+    path: str, name: str, value: Any, owner: str | None, cls: type | None
+) -> list[tuple[str, _Holder]]:
+    """A holder for ``value``, and for the containers one level inside a dict of them
+    (``history["loss"].append(loss)``, ``self.history["loss"]...``)."""
+    found = [(path, _Holder(name, value, owner, cls))]
+    if isinstance(value, dict):
+        for key, inner in list(value.items())[:100]:
+            if isinstance(inner, (list, deque, dict)):
+                holder = _Holder(name, inner, owner, cls)
+                holder.key = key
+                found.append((f"{path}[{key!r}]", holder))
+    return found
+
+
+def _holds_tensors(value: Any) -> bool:
+    return isinstance(value, (torch.Tensor, list, tuple, dict, deque)) and not isinstance(
+        value, nn.Parameter
+    )
+
+
+def _is_user_object(value: Any) -> bool:
+    if isinstance(value, nn.Module):
+        return True
+    if not hasattr(value, "__dict__") or isinstance(value, (types.FunctionType, types.MethodType)):
+        return False
+    return _is_user_class(type(value))
+
+
+@functools.lru_cache(maxsize=1024)
+def _is_user_class(cls: type) -> bool:
+    """Instances of classes defined in the user's files hold the user's state."""
+    import sys
+
+    mod = sys.modules.get(getattr(cls, "__module__", "") or "")
+    return mod is not None and is_user_file(getattr(mod, "__file__", "") or "<>")
+
+
+def _grows(history: dict[str, deque[int]], path: str, size: int, steps: int) -> bool:
+    """Record ``size``; True when it grew at each of the last ``steps`` observations."""
+    hist = history.setdefault(path, deque(maxlen=steps + 1))
+    hist.append(size)
+    return len(hist) == hist.maxlen and all(b > a for a, b in zip(hist, list(hist)[1:]))
+
+
+def _device_tensors(value: Any) -> int:
+    items = value.values() if isinstance(value, dict) else value
+    try:
+        return sum(
+            1
+            for v in items
+            if isinstance(v, torch.Tensor) and v.grad_fn is None and v.device.type != "cpu"
+        )
+    except TypeError:
+        return 0
+
+
+def _bytes_held(value: Any) -> int:
+    items = value.values() if isinstance(value, dict) else value
+    return sum(v.element_size() * v.numel() for v in items if isinstance(v, torch.Tensor))
+
+
+def _has_graph(t: Any) -> bool:
+    return isinstance(t, torch.Tensor) and t.grad_fn is not None
+
+
+def _measure(value: Any, limit: int) -> int | None:
+    """Tensors with graphs in a container, or graph nodes behind one tensor.
+
+    A container's items may themselves be small tuples or dicts (``outputs.append(
+    {"loss": loss, "logits": logits})``): an item counts when it holds a graph.
+    """
+    if isinstance(value, torch.Tensor):
+        return _graph_size(value.grad_fn, limit) if value.grad_fn is not None else None
+    items = value.values() if isinstance(value, dict) else value
+    try:
+        return sum(1 for v in items if _has_graph(v) or _nested_graph(v))
+    except TypeError:
+        return None
+
+
+def _nested_graph(item: Any) -> bool:
+    if isinstance(item, (tuple, list)) and len(item) <= 16:
+        return any(_has_graph(v) for v in item)
+    if isinstance(item, dict) and len(item) <= 16:
+        return any(_has_graph(v) for v in item.values())
+    return False
+
+
+def _graph_size(root: Any, limit: int) -> int:
+    return sum(1 for _ in _walk(root, limit))
+
+
+def _user_files(holder: _Holder) -> list[str]:
+    import sys
+
+    files = []
+    if holder.cls is not None:
+        mod = sys.modules.get(holder.cls.__module__)
+        if mod is not None and getattr(mod, "__file__", None):
+            files.append(mod.__file__)
+    main = sys.modules.get("__main__")
+    if main is not None and getattr(main, "__file__", None):
+        files.append(main.__file__)
+    return [f for f in files if f and is_user_file(f)]
+
+
+def _store_site(holder: _Holder, container: bool) -> tuple[str, int, int | None] | None:
+    """The statement that stores into the holder, and where the stored tensor is made."""
+    for file in _user_files(holder):
+        tree = parse(file)
+        if tree is None:
+            continue
+        for node in ast.walk(tree):
+            hit = _stores(node, holder, container)
+            if hit is not None:
+                stmt_line, value = hit
+                call = _helper_call(tree, holder, stmt_line, value)
+                if call is not None:
+                    return call[0], call[1], stmt_line  # the fix goes at the call site
+                return file, stmt_line, _creation_line(tree, value, stmt_line)
+    return None
+
+
+def _helper_call(
+    tree: ast.Module, holder: _Holder, line: int, value: ast.AST | None
+) -> tuple[str, int] | None:
+    """A helper method (``AverageMeter.update(self, val, n)``) storing one of its own
+    arguments: the caller's line (``meter.update(loss, n)``), where ``.item()`` goes."""
+    if holder.cls is None or value is None:
+        return None
+    used = {n.id for n in ast.walk(value) if isinstance(n, ast.Name)}
+    for fn in ast.walk(tree):
+        if not isinstance(fn, ast.FunctionDef) or not fn.lineno <= line <= (fn.end_lineno or 0):
+            continue
+        if not used & {a.arg for a in fn.args.args[1:]}:
+            return None
+        for file in _user_files(_Holder(holder.name, None, None, None)):
+            main = parse(file)
+            for n in ast.walk(main) if main is not None else ():
+                if (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                        and n.func.attr == fn.name and n.args):  # fmt: skip
+                    return file, n.lineno
+    return None
+
+
+def _target_matches(node: ast.AST, holder: _Holder) -> bool:
+    if holder.key is not None:
+        inner = node.value if isinstance(node, ast.Subscript) else None
+        named = (isinstance(inner, ast.Name) and inner.id == holder.name) or (
+            holder.cls is not None
+            and isinstance(inner, ast.Attribute)
+            and inner.attr == holder.name
+        )
+        return (
+            named
+            and isinstance(node.slice, ast.Constant)  # type: ignore[union-attr]
+            and node.slice.value == holder.key  # type: ignore[union-attr]
+        )
+    if holder.cls is None:
+        return isinstance(node, ast.Name) and node.id == holder.name
+    return isinstance(node, ast.Attribute) and node.attr == holder.name
+
+
+def _stores(node: ast.AST, holder: _Holder, container: bool) -> tuple[int, ast.AST | None] | None:
+    if container:
+        # x.append(v), x.extend(v), x.insert(i, v), x += [v], x[k] = v
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("append", "extend", "insert", "appendleft")
+            and _target_matches(node.func.value, holder)
+        ):
+            return node.lineno, node.args[-1] if node.args else None
+        if isinstance(node, ast.AugAssign) and _target_matches(node.target, holder):
+            return node.lineno, node.value
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Subscript) and _target_matches(t.value, holder) for t in node.targets
+        ):
+            return node.lineno, node.value
+        return None
+    if isinstance(node, ast.AugAssign) and _target_matches(node.target, holder):
+        return node.lineno, node.value
+    if isinstance(node, ast.Assign):
+        targets = [e for t in node.targets for e in (t.elts if isinstance(t, ast.Tuple) else [t])]
+        refers = any(_target_matches(n, holder) for n in ast.walk(node.value))
+        if refers and any(_target_matches(t, holder) for t in targets):
+            # h = f(x, h) carries state; total = total + loss accumulates.
+            holder.carried = isinstance(node.value, ast.Call) or isinstance(
+                node.targets[0], ast.Tuple
+            )
+            return node.lineno, node.value
+    return None
+
+
+def _creation_line(tree: ast.Module, value: ast.AST | None, before: int) -> int | None:
+    """Where the stored variable was assigned last before ``before`` (e.g. ``loss = ...``)."""
+    names = {n.id for n in ast.walk(value) if isinstance(n, ast.Name)} if value else set()
+    best = None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and node.lineno < before:
+            for t in node.targets:
+                for e in t.elts if isinstance(t, ast.Tuple) else [t]:
+                    if isinstance(e, ast.Name) and e.id in names and node.lineno > (best or 0):
+                        best = node.lineno
+    return best
+
+
+def _article(name: str) -> str:
+    return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"

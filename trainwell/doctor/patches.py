@@ -1,0 +1,264 @@
+"""The patches that turn torch calls into events: one factory per wrapped call, each
+taking the dispatcher (``doctor``) the wrapper reports to.
+
+A wrapper is one Python call around the original; what it sends is an event of
+:mod:`trainwell.doctor.events`. :func:`replacements` lists them all, for the dispatcher
+to install and remove. Warnings that torch raises inside a wrapped call are shown at the
+user's line (:func:`show_at_user_line`), not at the wrapper's.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+import time
+import warnings
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+from torch import nn
+
+from trainwell.doctor.events import LOSSES, BatchEvent, CreatedEvent, LossEvent, ScalerEvent
+from trainwell.doctor.sites import is_user_file, made_at, site_of_caller
+
+_DOCTOR_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def _module_call(doctor: Any) -> Any:
+    call = nn.Module.__call__
+
+    def module_call(module, *args, **kwargs):
+        # A wrapper, not a global forward hook: a global hook sends every layer down
+        # PyTorch's slow path; this costs one Python call per module and counts depth,
+        # so the outermost call (the model's forward) is known exactly.
+        doctor._depth += 1
+        try:
+            output = call(module, *args, **kwargs)
+        finally:
+            doctor._depth -= 1
+        if doctor._depth == 0:
+            doctor._on_forward(module, args, kwargs, output)
+        return output
+
+    return module_call
+
+
+def _tensor_backward(doctor: Any) -> Any:
+    backward = torch.Tensor.backward
+
+    def tensor_backward(tensor, gradient=None, retain_graph=None, create_graph=False,
+                        inputs=None):  # fmt: skip
+        doctor._on_backward(tensor, bool(retain_graph))
+        return backward(tensor, gradient, retain_graph, create_graph, inputs)
+
+    return tensor_backward
+
+
+def _zero_grad(doctor: Any) -> Any:
+    zero_grad = torch.optim.Optimizer.zero_grad
+
+    def optimizer_zero_grad(optimizer, *args, **kwargs):
+        doctor._dispatch("on_zero_grad", optimizer)
+        return zero_grad(optimizer, *args, **kwargs)
+
+    return optimizer_zero_grad
+
+
+def _optimizer_init(doctor: Any) -> Any:
+    optimizer_init = torch.optim.Optimizer.__init__
+
+    def optimizer_created(optimizer, *args, **kwargs):
+        optimizer_init(optimizer, *args, **kwargs)
+        doctor._dispatch("on_optimizer_created", CreatedEvent(optimizer, made_at(1)))
+
+    return optimizer_created
+
+
+def _loader_next(doctor: Any, next_batch: Any) -> Any:
+    def loader_next(it):
+        start = time.perf_counter()
+        try:
+            batch = next_batch(it)
+        except StopIteration:
+            doctor._dispatch("on_epoch_end", it._dataset)
+            raise
+        wait = time.perf_counter() - start
+        if doctor.swap_batch is not None:
+            batch = doctor.swap_batch(it, batch)
+        if it._num_yielded == 1:  # the loop's line, found once per pass over the data
+            it._trainwell_site = site_of_caller(1)
+        site = getattr(it, "_trainwell_site", None)
+        doctor._dispatch("on_batch", BatchEvent(it, batch, wait, it._num_yielded, site))
+        return batch
+
+    return loader_next
+
+
+def _loader_init(doctor: Any, loader_init: Any) -> Any:
+    def loader_created(loader, dataset, *args, **kwargs):
+        loader_init(loader, dataset, *args, **kwargs)
+        # Where a data-bottleneck's fix goes: num_workers / pin_memory of this call.
+        doctor.loader_sites[id(dataset)] = made_at(1)
+
+    return loader_created
+
+
+def _module_train(doctor: Any) -> Any:
+    train = nn.Module.train
+
+    def module_train(module, mode=True):
+        # train() recurses into the children: only the outermost call is an event.
+        doctor._mode_depth += 1
+        try:
+            result = train(module, mode)
+        finally:
+            doctor._mode_depth -= 1
+        if not doctor._mode_depth:
+            doctor._dispatch("on_mode", CreatedEvent(module, site_of_caller(1), bool(mode)))
+        return result
+
+    return module_train
+
+
+def _scheduler_step(doctor: Any, step: Any) -> Any:
+    @functools.wraps(step)
+    def scheduler_step(scheduler, *args, **kwargs):
+        # The steps a scheduler's constructor takes are not the user's.
+        if not doctor._creating:
+            doctor._dispatch("on_scheduler_step", scheduler)
+        return step(scheduler, *args, **kwargs)
+
+    return scheduler_step
+
+
+def _scheduler_init(doctor: Any, init: Any) -> Any:
+    @functools.wraps(init)
+    def scheduler_created(scheduler, *args, **kwargs):
+        # A subclass's __init__ calls the base's: only the outermost is the creation.
+        doctor._creating += 1
+        try:
+            init(scheduler, *args, **kwargs)
+        finally:
+            doctor._creating -= 1
+        if not doctor._creating:
+            doctor._dispatch("on_scheduler_created", CreatedEvent(scheduler, made_at(1)))
+
+    return scheduler_created
+
+
+def _schedulers(doctor: Any) -> Iterator[tuple[Any, str, Any]]:
+    """Every scheduler class of torch that defines its own ``__init__`` or ``step``
+    (SequentialLR, ChainedScheduler, ReduceLROnPlateau and CosineAnnealingWarmRestarts
+    do not go through the base class's)."""
+    from torch.optim import lr_scheduler
+
+    for cls in vars(lr_scheduler).values():
+        if not isinstance(cls, type) or not issubclass(cls, lr_scheduler.LRScheduler):
+            continue
+        if "step" in vars(cls):
+            yield cls, "step", _scheduler_step(doctor, vars(cls)["step"])
+        if "__init__" in vars(cls):
+            yield cls, "__init__", _scheduler_init(doctor, vars(cls)["__init__"])
+
+
+def _loss(doctor: Any, name: str) -> Any:
+    original = getattr(torch.nn.functional, name)
+
+    @functools.wraps(original)
+    def loss(input, target, *args, **kwargs):
+        if doctor._handlers["on_loss"]:
+            event = LossEvent(name, input, target, kwargs, sys._getframe(1))
+            doctor._dispatch("on_loss", event)
+        return original(input, target, *args, **kwargs)
+
+    return loss
+
+
+def _scaler(doctor: Any) -> Iterator[tuple[Any, str, Any]]:
+    scaler_cls = torch.amp.GradScaler
+    step, update = scaler_cls.step, scaler_cls.update
+
+    def scaler_step(scaler, optimizer, *args, **kwargs):
+        event = ScalerEvent(scaler, optimizer, None, sys._getframe(1))
+        doctor._dispatch("on_scaler_step", event)
+        return step(scaler, optimizer, *args, **kwargs)
+
+    def scaler_update(scaler, new_scale=None):
+        scale = getattr(scaler, "_scale", None)
+        before = scale.clone() if scale is not None and scaler.is_enabled() else None
+        result = update(scaler, new_scale)
+        if before is not None:
+            event = ScalerEvent(scaler, None, before, sys._getframe(1))
+            doctor._dispatch("on_scaler_update", event)
+        return result
+
+    yield scaler_cls, "step", scaler_step
+    yield scaler_cls, "update", scaler_update
+
+
+def replacements(doctor: Any) -> Iterator[tuple[Any, str, Any]]:
+    """(owner, attribute, wrapper) for every torch call the doctor wraps."""
+    from torch.utils.data import dataloader
+
+    it_cls, loader_cls = dataloader._BaseDataLoaderIter, dataloader.DataLoader
+    yield nn.Module, "__call__", _module_call(doctor)
+    yield nn.Module, "train", _module_train(doctor)
+    yield torch.Tensor, "backward", _tensor_backward(doctor)
+    yield torch.optim.Optimizer, "zero_grad", _zero_grad(doctor)
+    yield torch.optim.Optimizer, "__init__", _optimizer_init(doctor)
+    yield from _schedulers(doctor)
+    yield it_cls, "__next__", _loader_next(doctor, it_cls.__next__)
+    yield loader_cls, "__init__", _loader_init(doctor, loader_cls.__init__)
+    yield from _scaler(doctor)
+    for name in LOSSES:
+        yield torch.nn.functional, name, _loss(doctor, name)
+
+
+def show_at_user_line(show: Any) -> Any:
+    """A ``warnings.showwarning`` that moves a warning attributed to one of the doctor's
+    wrappers (torch's ``stacklevel`` counts the wrapper as its caller) to the line that
+    called the wrapper: the user's, as it would be without the doctor."""
+
+    def showwarning(message, category, filename, lineno, file=None, line=None):
+        if filename.startswith(_DOCTOR_DIR):
+            frame = _caller_of_wrapper(filename, lineno)
+            if frame is not None:
+                filename, lineno, line = frame.f_code.co_filename, frame.f_lineno, None
+        return show(message, category, filename, lineno, file, line)
+
+    showwarning._trainwell_original = show  # type: ignore[attr-defined]
+    return showwarning
+
+
+def _caller_of_wrapper(filename: str, lineno: int) -> Any:
+    """The first frame outside the doctor (and, after it, outside the libraries when a
+    user frame is on the stack) above the wrapper's frame at ``filename:lineno``."""
+    frame = sys._getframe(2)
+    while frame is not None and not (
+        frame.f_code.co_filename == filename and frame.f_lineno == lineno
+    ):
+        frame = frame.f_back
+    while frame is not None and frame.f_code.co_filename.startswith(_DOCTOR_DIR):
+        frame = frame.f_back
+    if frame is not None and not is_user_file(frame.f_code.co_filename):
+        user = frame
+        while user is not None and not is_user_file(user.f_code.co_filename):
+            user = user.f_back
+        frame = user or frame
+    return frame
+
+
+def install_warning_relay() -> Any:
+    """Install :func:`show_at_user_line`; returns the hook to give to
+    :func:`remove_warning_relay`."""
+    hook = show_at_user_line(warnings.showwarning)
+    warnings.showwarning = hook
+    return hook
+
+
+def remove_warning_relay(hook: Any) -> None:
+    # Put the original back only if no one replaced ours meanwhile (pytest, the user).
+    if warnings.showwarning is hook:
+        warnings.showwarning = hook._trainwell_original

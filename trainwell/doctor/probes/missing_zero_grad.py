@@ -1,0 +1,173 @@
+"""The ``missing-zero-grad`` probe."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+from trainwell.doctor.events import Reporter, ScalerEvent, StepEvent
+from trainwell.doctor.findings import Finding
+
+SLICE = 256  # gradient elements compared: enough to tell, cheap to copy
+
+
+def _slice(t: torch.Tensor) -> torch.Tensor:
+    return t.detach().reshape(-1)[:SLICE].float().clone()
+
+
+class _Watch:
+    """One optimizer's sample parameter: its gradient after the last step, and the sum
+    of the gradients that flowed into it since."""
+
+    def __init__(self, param: nn.Parameter) -> None:
+        self.param = param
+        self.after_step = _slice(param.grad)
+        self.incoming = torch.zeros_like(self.after_step)
+        self.flowed = 0
+        self.handle = param.register_hook(self._arrived)
+
+    def _arrived(self, grad: torch.Tensor) -> None:
+        self.incoming += _slice(grad)
+        self.flowed += 1
+
+    def remove(self) -> None:
+        self.handle.remove()
+
+
+class GradWiringProbe:
+    """``missing-zero-grad``.
+
+    For each optimizer one parameter with a non-zero gradient is watched over its first
+    steps: a hook sums the gradients arriving into it between two steps. At the next
+    step, a gradient proportional to *the previous step's gradient plus the new ones*
+    (proportional: clipping rescales it) was never cleared (deliberate accumulation
+    clears at each step; a GAN's generator backward that passes through the
+    discriminator is cleared before the discriminator steps). ``step(closure)`` (LBFGS:
+    the update-watch probe looks inside the closure) and steps under a GradScaler (it
+    rescales the gradients in place) are left alone.
+    """
+
+    CHECK = 12  # steps of each optimizer looked at
+    STREAK = 3  # consecutive bad steps before a finding
+
+    def __init__(self) -> None:
+        self.state: dict[int, dict[str, Any]] = {}
+        self.scaled: set[int] = set()
+
+    def _state(self, optimizer: Any) -> dict[str, Any]:
+        st = self.state.get(id(optimizer))
+        if st is None:
+            st = self.state[id(optimizer)] = {"steps": 0, "watch": None, "missing": 0,
+                                              "off": False}  # fmt: skip
+        return st
+
+    def on_scaler_step(self, doc: Reporter, event: ScalerEvent) -> None:
+        self.scaled.add(id(event.optimizer))
+
+    def on_pre_step(self, doc: Reporter, event: StepEvent) -> None:
+        st = self._state(event.optimizer)
+        if st["off"]:
+            return
+        if event.closure or id(event.optimizer) in self.scaled:
+            # The closure makes its gradients inside the step (the update-watch probe
+            # looks there); the scaler rescales the gradients in place.
+            self._stop(st, doc)
+            return
+        watch: _Watch | None = st["watch"]
+        if watch is None or watch.flowed == 0:
+            return
+        grad = watch.param.grad
+        now = _slice(grad) if grad is not None else None
+        if now is None or not bool(now.any()):
+            return
+        carried = _carried(now, watch.after_step, watch.incoming)
+        if carried:
+            st["missing"] += 1
+            if st["missing"] >= self.STREAK:
+                self._missing(doc, event, st)
+        elif carried is False:
+            st["missing"] = 0
+
+    def on_step(self, doc: Reporter, event: StepEvent) -> None:
+        st = self._state(event.optimizer)
+        if st["off"]:
+            return
+        st["steps"] += 1
+        if st["watch"] is not None:
+            st["watch"].remove()
+            st["watch"] = None
+        if st["steps"] >= self.CHECK:
+            self._stop(st, doc)
+            return
+        # A parameter with enough elements: a one-element gradient (a learned
+        # temperature) is proportional to any other, so it cannot tell a sum from one.
+        params = [p for g in event.optimizer.param_groups for p in g["params"]]
+        for p in sorted(params, key=lambda p: p.numel() < 8):
+            if p.grad is not None and not p.grad.is_sparse and bool(_slice(p.grad).any()):
+                st["watch"] = _Watch(p)
+                return
+
+    def on_end(self, doc: Reporter) -> None:
+        for st in self.state.values():
+            self._stop(st)
+
+    def _stop(self, st: dict[str, Any], doc: Reporter | None = None) -> None:
+        st["off"] = True
+        if st["watch"] is not None:
+            st["watch"].remove()
+            st["watch"] = None
+        if doc is not None and all(s["off"] for s in self.state.values()):
+            # Every optimizer seen is judged: later steps cost nothing.
+            doc.unsubscribe(self, "on_pre_step", "on_step", "on_scaler_step")
+
+    def _missing(self, doc: Reporter, event: StepEvent, st: dict[str, Any]) -> None:
+        self._stop(st, doc)
+        site = event.site
+        if site is None:
+            return
+        doc.add(
+            Finding(
+                code="missing-zero-grad",
+                severity="error",
+                file=site.file,
+                line=site.line,
+                message="gradients are never cleared: each optimizer step applies the sum of "
+                "every gradient so far, not this batch's",
+                why="PyTorch adds new gradients into .grad; without zero_grad the update "
+                "grows step by step and the model stops learning (or diverges)",
+                fix="call optimizer.zero_grad() once per step (before the backward, or "
+                "right after this step); to accumulate on purpose, zero every N batches "
+                "and step every N",
+                evidence={"steps_observed": st["steps"] + 1},
+            )
+        )
+
+
+def _carried(now: torch.Tensor, before: torch.Tensor, incoming: torch.Tensor) -> bool | None:
+    """Whether the gradient ``now`` still holds the previous step's (``before``) besides
+    the gradients that arrived since: True when it is proportional to their sum (the
+    scale allows for clipping, which rescales in place), False when it is proportional to
+    the new gradients alone, None when it cannot be told.
+
+    Example:
+        >>> a, b = torch.tensor([1.0, 0.0]), torch.tensor([0.0, 1.0])
+        >>> _carried(0.5 * (a + b), a, b), _carried(b, a, b), _carried(a, a, b)
+        (True, False, None)
+    """
+    if _parallel(now, incoming):
+        return False
+    if _parallel(now, before + incoming):
+        return True
+    return None
+
+
+def _parallel(a: torch.Tensor, b: torch.Tensor, tol: float = 1e-4) -> bool:
+    """``a`` is a positive multiple of ``b``, to ``tol`` relative."""
+    a, b = a.double(), b.double()
+    norm = b.dot(b)
+    if norm == 0:
+        return False
+    k = a.dot(b) / norm
+    return bool(k > 0 and (a - k * b).norm() <= tol * a.norm())
