@@ -155,6 +155,34 @@ def test_a_resume_after_sigkill_continues_the_same_runs_without_duplicate_steps(
     assert_close_series(got, want)
 
 
+@pytest.mark.slow
+def test_a_resume_from_a_step_checkpoint_before_its_evaluation_logs_that_evaluation_once(
+    tmp_path,
+):
+    """step-28.pt is written before epoch 2's evaluation at step 28; a run resumed from it
+    evaluates at step 28 again, while TensorBoard and MLflow already hold the killed
+    run's evaluation there."""
+    run, db = tmp_path / "run", tmp_path / "mlflow.db"
+    env = {**os.environ, "PYTHONPATH": str(REPO), "TRAINWELL_TEST_CRASH_AT_STEP": "31"}
+    args = [sys.executable, "-m", "trainwell", "train", *BASE, "train.epochs=4",
+            "train.log_every=2", "checkpoint.every_steps=14", "log.tensorboard=true",
+            "log.mlflow=true", f"log.mlflow_uri=sqlite:///{db}", f"run.dir={run}"]  # fmt: skip
+    crashed = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True,
+                             timeout=180)  # fmt: skip
+    assert crashed.returncode == 13, crashed.stderr[-2000:]
+    assert tb_series(run)["val/loss"][-1][0] == 28  # the killed run's evaluation is there
+    del env["TRAINWELL_TEST_CRASH_AT_STEP"]
+    resumed = subprocess.run([*args, "--resume", str(run / "checkpoints" / "step-28.pt")],
+                             cwd=tmp_path, env=env, capture_output=True, text=True,
+                             timeout=180)  # fmt: skip
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    want = csv_series(run)
+    assert [s for s, _ in want["val/loss"]] == [14, 28, 42, 56]
+    assert_close_series(tb_series(run), want)
+    client, (mlrun,) = mlflow_runs(db)
+    assert_close_series(mlflow_series(client, mlrun.info.run_id, want), want)
+
+
 class Recording:
     """A user logger: keeps every call, or raises from its ``fail_at``-th log_metrics on."""
 

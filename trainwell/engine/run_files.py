@@ -160,7 +160,8 @@ def open_loggers(
     if place.is_main:
         saved = resumed[1].get("loggers") if resumed else None
         try:
-            named += build_loggers(cfg.log, trainer.run.path, saved, trainer.loop.step)
+            run = trainer.run
+            named += build_loggers(cfg.log, run.path, saved, trainer.loop.step, run.rows)
         except UserError as exc:
             error = str(exc)
         except Exception as exc:  # the store's own errors: one line, not a traceback

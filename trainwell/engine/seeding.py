@@ -37,6 +37,12 @@ def set_deterministic(enabled: bool) -> None:
     torch.use_deterministic_algorithms(enabled)
     torch.backends.cudnn.deterministic = enabled
     torch.backends.cudnn.benchmark = False if enabled else torch.backends.cudnn.benchmark
+    # oneDNN's bf16 kernels on the CPU (bf16 autocast, chosen by precision=auto where the
+    # CPU has native bf16) split reductions over threads as the threads come free: two
+    # runs of one seed on a busy machine differed in half the tries, which breaks the
+    # exact resume the engine promises. Its deterministic mode cost nothing measurable
+    # here (a 3-layer MLP and the digits CNN, bf16 forward+backward), so it is always on.
+    torch.backends.mkldnn.deterministic = True
 
 
 def seed_worker(worker_id: int) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -34,18 +35,22 @@ def build_loggers(
     run_dir: Path,
     saved: dict[str, Any] | None = None,
     resume_step: int | None = None,
+    kept: Sequence[tuple[int, int, str, str, float]] = (),
 ) -> list[tuple[str, Any]]:
     """The optional loggers, by name: TensorBoard, MLflow, then the user's ``log.loggers``.
 
-    ``saved`` is the resumed checkpoint's ``loggers`` state (MLflow's run id) and
-    ``resume_step`` its step, so that a resumed run continues the same logs.
+    ``saved`` is the resumed checkpoint's ``loggers`` state (MLflow's run id),
+    ``resume_step`` the step the run starts from and ``kept`` the metric rows the run
+    directory kept (step, epoch, split, name, value), so that a resumed run continues the
+    same logs with each step once.
     """
     saved = saved or {}
     named: list[tuple[str, Any]] = []
     if cfg.tensorboard:
         from trainwell.loggers.tb import TensorBoardLogger
 
-        named.append(("tensorboard", TensorBoardLogger(run_dir / "tensorboard", resume_step)))
+        tb = TensorBoardLogger(run_dir / "tensorboard", resume_step, kept)
+        named.append(("tensorboard", tb))
     if cfg.mlflow:
         from trainwell.loggers.mlflow_run import MlflowLogger
 

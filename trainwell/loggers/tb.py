@@ -1,8 +1,11 @@
 """TensorBoard: every scalar, and the resolved config as text, under ``RUN/tensorboard/``.
 
 ``tensorboard --logdir runs`` then shows every run side by side. A resumed run writes to
-the same folder with ``purge_step`` one past its checkpoint: TensorBoard's reader drops
-the points the killed process wrote after that checkpoint, so no step appears twice.
+the same folder with ``purge_step`` at its checkpoint's step: TensorBoard's reader drops
+every point the killed process wrote from that step on, and the rows of that step which
+the checkpoint kept (metrics.csv's) are written again, so each step appears once, with
+the values metrics.csv has. (A step-N checkpoint comes before that step's evaluation: a
+purge one step later would keep the killed process's evaluation and add the resumed one.)
 
 Needs the ``tensorboard`` package (``pip install 'trainwell[tensorboard]'``).
 
@@ -18,7 +21,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,12 +35,20 @@ class TensorBoardLogger:
     or a figure at the run's step).
     """
 
-    def __init__(self, folder: Path, resume_step: int | None = None) -> None:
+    def __init__(
+        self,
+        folder: Path,
+        resume_step: int | None = None,
+        kept: Sequence[tuple[int, int, str, str, float]] = (),
+    ) -> None:
         from torch.utils.tensorboard import SummaryWriter
 
         # Events are queued and written by the writer's own thread; flush() at checkpoints.
-        purge = resume_step + 1 if resume_step is not None else None
-        self.writer = SummaryWriter(log_dir=str(folder), purge_step=purge, flush_secs=60)
+        self.writer = SummaryWriter(log_dir=str(folder), purge_step=resume_step, flush_secs=60)
+        if resume_step is not None:
+            for step, _epoch, split, name, value in kept:
+                if step == resume_step:
+                    self.writer.add_scalar(f"{split}/{name}", value, step)
 
     def log_metrics(self, step: int, metrics: Mapping[str, float]) -> None:
         add = self.writer.add_scalar
