@@ -92,8 +92,7 @@ class Loggers:
         for name, logger in list(self._named):
             close = getattr(logger, "close", None)
             if callable(close):
-                takes_status = "status" in _parameters(close)
-                self._guarded(name, "close", close, *((status,) if takes_status else ()))
+                self._guarded(name, "close", close, *_status_arg(close, status))
         self._named = []
 
     def state_dict(self) -> dict[str, Any]:
@@ -134,11 +133,13 @@ def _quietly(logger: Any) -> None:
         return
     # The first error was reported; one more from closing adds nothing.
     with contextlib.suppress(Exception):
-        close(*(("failed",) if "status" in _parameters(close) else ()))
+        close(*_status_arg(close, "failed"))
 
 
-def _parameters(fn: Callable[..., Any]) -> Mapping[str, inspect.Parameter]:
+def _status_arg(close: Callable[..., Any], status: str) -> tuple[str, ...]:
+    """``(status,)`` for a ``close(status)``, ``()`` for a plain ``close()``."""
     try:
-        return inspect.signature(fn).parameters
+        takes_status = "status" in inspect.signature(close).parameters
     except (TypeError, ValueError):
-        return {}
+        takes_status = False
+    return (status,) if takes_status else ()

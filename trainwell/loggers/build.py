@@ -10,6 +10,7 @@ from typing import Any
 from trainwell.errors import UserError
 from trainwell.imports import build_object
 from trainwell.loggers.config import LogConfig
+from trainwell.loggers.mlflow_run import sqlite_file
 
 # Each optional logger: the module it needs, and the extra that installs it.
 EXTRAS = {"tensorboard": ("tensorboard", "tensorboard"), "mlflow": ("mlflow", "mlflow")}
@@ -77,10 +78,8 @@ def absolute_uri(uri: str) -> str:
         >>> absolute_uri("sqlite:///mlflow.db").endswith("/mlflow.db")
         True
     """
-    prefix = "sqlite:///"
-    if not uri.startswith(prefix) or uri.startswith(prefix + "/"):
-        return uri
-    return prefix + str(Path(uri[len(prefix) :]).resolve())
+    db = sqlite_file(uri)
+    return uri if db is None else f"sqlite:///{db}"
 
 
 def _unique(name: str, named: list[tuple[str, Any]]) -> str:

@@ -183,6 +183,19 @@ class _Worker:
                     self.error = exc
 
 
+def sqlite_file(uri: str) -> Path | None:
+    """The absolute path of the database file of a ``sqlite:///`` URI; None for others.
+
+    Example:
+        >>> sqlite_file("sqlite:////work/mlflow.db")
+        PosixPath('/work/mlflow.db')
+        >>> sqlite_file("http://tracking:5000") is None
+        True
+    """
+    prefix = "sqlite:///"
+    return Path(uri[len(prefix) :]).resolve() if uri.startswith(prefix) else None
+
+
 def artifact_location(uri: str, experiment: str) -> str | None:
     """Beside a SQLite database, ``mlruns/<experiment>``; a server decides for itself.
 
@@ -195,10 +208,8 @@ def artifact_location(uri: str, experiment: str) -> str | None:
         >>> artifact_location("http://tracking:5000", "trainwell") is None
         True
     """
-    prefix = "sqlite:///"
-    if not uri.startswith(prefix):
-        return None
-    return (Path(uri[len(prefix) :]).resolve().parent / "mlruns" / experiment).as_uri()
+    db = sqlite_file(uri)
+    return None if db is None else (db.parent / "mlruns" / experiment).as_uri()
 
 
 def _flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
