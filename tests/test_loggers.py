@@ -398,3 +398,11 @@ def _val_batches():
     g = torch.Generator().manual_seed(0)
     for _ in range(2):
         yield torch.randn(32, 8, generator=g), torch.randint(0, 4, (32,), generator=g)
+
+
+@pytest.mark.parametrize("key", ["log.mlflow_uri", "log.mlflow_experiment"])
+def test_an_empty_mlflow_setting_is_one_line(cli, tmp_path, key):
+    code, _, err = cli("train", *BASE, "log.mlflow=true", f'{key}=" "', f"run.dir={tmp_path / 'r'}")
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert f"{key}: must not be empty" in err
+    assert not (tmp_path / "r").exists()
