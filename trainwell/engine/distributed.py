@@ -151,7 +151,8 @@ def wrap(model: nn.Module, place: Placement, cfg: DistConfig) -> nn.Module:
 
 
 def unwrap(net: nn.Module) -> nn.Module:
-    """The module inside a DDP wrapper (or ``net`` itself)."""
+    """The module inside torch.compile's and DDP's wrappers (or ``net`` itself)."""
+    net = getattr(net, "_orig_mod", net)  # torch.compile's OptimizedModule
     return net.module if isinstance(net, nn.parallel.DistributedDataParallel) else net
 
 

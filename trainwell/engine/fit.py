@@ -21,8 +21,10 @@ from trainwell.config import Config, check_warmup, load_config
 from trainwell.doctor.crash import explain as explain_crash
 from trainwell.doctor.findings import render
 from trainwell.doctor.frame import Doctor
+from trainwell.engine.anatomy import StepClock
 from trainwell.engine.callbacks import build_callbacks
 from trainwell.engine.checkpointer import Checkpointer, resume_point
+from trainwell.engine.compiling import checkpoint_activations, compile_model
 from trainwell.engine.distributed import (
     DistConfig,
     Placement,
@@ -40,6 +42,7 @@ from trainwell.engine.overfit_run import overfit_run
 from trainwell.engine.parts import Given, Parts, build_parts
 from trainwell.engine.precision import Precision, resolve_precision
 from trainwell.engine.preflight import label_checker
+from trainwell.engine.profiling import StepProfiler
 from trainwell.engine.progress import Progress, make_console
 from trainwell.engine.result import FitResult
 from trainwell.engine.resume import config_changes
@@ -154,6 +157,11 @@ def _fit(s: _Session, dry_run: bool) -> FitResult:
     check_extras(cfg.log)  # a missing extra is news before anything is built
     quiet = s.doc.muted if s.doc is not None else contextlib.nullcontext
     parts = build_parts(cfg, place, s.given, quiet=quiet)
+    if cfg.model.activation_checkpointing:
+        blocks = checkpoint_activations(parts.model, cfg.model.activation_checkpointing)
+        s.console.print(f"activation checkpointing: {len(blocks)} blocks recompute in "
+                        f"backward ({', '.join(blocks[:4])}{', ...' if len(blocks) > 4 else ''})",
+                        highlight=False)  # fmt: skip
     # DDP on several processes; `model` stays the raw module whose state is saved.
     net = wrap(parts.model, place, cfg.dist)
     if place.distributed:
@@ -201,19 +209,26 @@ def _assemble(s: _Session, parts: Parts, net: nn.Module, data: TrainData) -> Tra
     stopper = EarlyStopping(monitor, mode, cfg.early_stop.patience, cfg.early_stop.min_delta)
     loop = LoopState(place.device)
     callbacks = build_callbacks(cfg.callbacks, s.given.callbacks)
+    eager = None
+    if cfg.train.compile:
+        eager, net = net, compile_model(net, cfg.train.compile_mode)
+    stepper = Stepper(net, parts.steps.train, optimizer, precision, cfg.train.grad_clip,
+                      place.device, clock=StepClock(place.device), eager=eager,
+                      on_compile_failure=lambda line: s.console.print(
+                          f"[yellow]warning[/]: {line}", highlight=False))  # fmt: skip
     return Trainer(
         cfg=cfg,
         place=place,
         model=model,
         data=data,
-        stepper=Stepper(net, parts.steps.train, optimizer, precision, cfg.train.grad_clip,
-                        place.device),  # fmt: skip
+        stepper=stepper,
         scheduler=scheduler,
         stopper=stopper,
         monitor=monitor,
         loop=loop,
-        checkpointer=Checkpointer(cfg, place, model, optimizer, scheduler, precision, stopper,
-                                  loop, callbacks),  # fmt: skip
+        checkpointer=Checkpointer(
+            cfg, place, model, optimizer, scheduler, precision, stopper, loop, callbacks
+        ),  # fmt: skip
         run=None,  # type: ignore[arg-type]  # opened by _train, after the resume point
         progress=None,  # type: ignore[arg-type]
         evaluator=Evaluator(model, parts.steps.eval, precision, place),
@@ -270,7 +285,11 @@ def _train(s: _Session, parts: Parts, trainer: Trainer) -> FitResult:
         trainer.loggers = trainer.checkpointer.loggers = open_loggers(
             trainer, resumed, lambda m: console.print(m, markup=False, highlight=False)
         )
+        if cfg.train.profile and place.is_main:
+            trainer.profiler = StepProfiler(run.path, device=place.device,
+                                            with_stack=s.doc is None)  # fmt: skip
         summary["stop_reason"] = trainer.train(resumed is not None)
+        trainer.end_profile()  # a run shorter than the profiler's window
         trainer.progress.close()
         summary["weights"] = ckpt.load_best_weights(run)
         _test(trainer, eval_loader(parts.splits.test, parts.loaders, place))

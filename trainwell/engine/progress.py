@@ -79,7 +79,8 @@ class Progress:
             epoch=self._epoch() + 1,
             loss=f"{metrics.get('train/loss', nan):.4f}",
             lr=f"{metrics['train/lr']:.2e}",
-            rate=f"{metrics.get('train/samples_per_s', nan):,.0f} samples/s",
+            rate=f"{metrics.get('train/samples_per_s', nan):,.0f} samples/s, "
+            f"data wait {metrics.get('train/time/data', nan):.0%}",
         )
 
     def epoch_line(self, epoch: int, epochs: int, step: int, metrics: dict[str, float]) -> None:

@@ -213,6 +213,8 @@ def finish(
         wall_time_s=round(time.time() - started, 3),
         train_time_s=round(train_time, 3),
         samples_per_s=round(trainer.samples / train_time, 1) if train_time > 0 else None,
+        time_shares=trainer.clock.shares() or None,
+        compile_s=trainer.compile_s,
     )
     if errors:
         summary.setdefault("error", str(errors[0]))

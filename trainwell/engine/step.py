@@ -18,7 +18,9 @@ from typing import Any
 import torch
 from torch import nn
 
+from trainwell.engine.anatomy import StepClock
 from trainwell.engine.batch import sample_count, to_device
+from trainwell.engine.compiling import compile_failure_line, is_compile_error
 from trainwell.engine.distributed import no_sync
 from trainwell.engine.metrics import MetricSums
 from trainwell.engine.precision import Precision
@@ -37,6 +39,11 @@ class Stepper:
         device: where batches go.
         inspect: called on each batch before it moves to the device (the label check of
             the first epoch); ``None`` for nothing.
+        clock: marks the end of each phase of the step (copy, compute, optim) for the
+            step anatomy (:mod:`trainwell.engine.anatomy`); ``None`` for no timing.
+        eager: with ``net`` compiled (``train.compile``), the module without compilation:
+            should the first step fail to compile, ``on_compile_failure(reason)`` is told
+            and training goes on eager with it.
 
     Example:
         >>> from trainwell.engine.step_fn import LossStep
@@ -58,6 +65,9 @@ class Stepper:
     grad_clip: float
     device: torch.device
     inspect: Callable[[Any], None] | None = None
+    clock: StepClock | None = None
+    eager: nn.Module | None = None
+    on_compile_failure: Callable[[str], None] = print
     params: list[torch.Tensor] = field(init=False)
     # Samples through this process so far (for samples/s).
     samples: int = field(init=False, default=0)
@@ -80,27 +90,48 @@ class Stepper:
         go into ``sums``; the gradient norm before clipping (computed to clip, so free)
         into ``norms`` as ``grad_norm``."""
         assert micro_batches, "an optimizer step needs at least one micro-batch"
+        if self.eager is not None:
+            return self._first_compiled_step(micro_batches, sums, norms)
         self.optimizer.zero_grad(set_to_none=True)
         accum = len(micro_batches)
-        scaler = self.precision.scaler
+        # The first compiled step's forward+backward is mostly compilation: its own phase.
+        phase = "compute"
         total: torch.Tensor | None = None
         for i, batch in enumerate(micro_batches):
-            if self.inspect is not None:
-                self.inspect(batch)
-            if self._move:
-                batch = to_device(batch, self.device)
-            count = sample_count(batch)
-            self.samples += count
-            if i < accum - 1:
-                # DDP all-reduces the gradients on the last micro-batch only.
-                with no_sync(self.net, sync=False):
-                    loss, metrics, n = self._forward_backward(batch, count, accum)
-            else:
+            loss = self._micro_step(batch, i < accum - 1, accum, sums, phase)
+            total = loss if total is None else total + loss
+        self._update(norms)
+        assert total is not None
+        return total.float() / accum if accum > 1 else total.float()
+
+    def _micro_step(
+        self, batch: Any, more: bool, accum: int, sums: MetricSums | None, phase: str
+    ) -> torch.Tensor:
+        """Forward and backward of one micro-batch; returns its loss, detached."""
+        if self.inspect is not None:
+            self.inspect(batch)
+        clock = self.clock
+        if self._move:
+            batch = to_device(batch, self.device)
+            if clock is not None:
+                clock.mark("copy")
+        count = sample_count(batch)
+        self.samples += count
+        if more:
+            # DDP all-reduces the gradients on the last micro-batch only.
+            with no_sync(self.net, sync=False):
                 loss, metrics, n = self._forward_backward(batch, count, accum)
-            if sums is not None:
-                sums.add(metrics, n)
-            part = loss.detach()
-            total = part if total is None else total + part
+        else:
+            loss, metrics, n = self._forward_backward(batch, count, accum)
+        if sums is not None:
+            sums.add(metrics, n)
+        if clock is not None:
+            clock.mark(phase)
+        return loss.detach()
+
+    def _update(self, norms: MetricSums | None) -> None:
+        """Unscale, clip, and the optimizer's step."""
+        scaler = self.precision.scaler
         if scaler is not None:
             # Unscale first so that clipping sees the true gradient norm.
             scaler.unscale_(self.optimizer)
@@ -113,7 +144,32 @@ class Stepper:
             scaler.update()
         else:
             self.optimizer.step()
-        assert total is not None
+        if self.clock is not None:
+            self.clock.mark("optim")
+
+    def _first_compiled_step(
+        self, micro_batches: Sequence[Any], sums: MetricSums | None, norms: MetricSums | None
+    ) -> torch.Tensor:
+        """The first step of a compiled model, where compilation happens; a model that does
+        not compile trains eager, with one line saying why."""
+        eager, self.eager = self.eager, None
+        samples = self.samples
+        self.optimizer.zero_grad(set_to_none=True)
+        accum = len(micro_batches)
+        try:
+            losses = [
+                self._micro_step(batch, i < accum - 1, accum, sums, "compile")
+                for i, batch in enumerate(micro_batches)
+            ]
+        except Exception as exc:
+            if not is_compile_error(exc):
+                raise
+            self.on_compile_failure(compile_failure_line(exc))
+            self.net, self.samples = eager, samples
+            # Nothing of this step was applied: the optimizer has not stepped.
+            return self(micro_batches, sums, norms)
+        self._update(norms)
+        total = torch.stack(losses).sum()
         return total.float() / accum if accum > 1 else total.float()
 
     def _forward_backward(self, batch: Any, count: int, accum: int) -> tuple:

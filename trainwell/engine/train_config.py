@@ -11,6 +11,8 @@ from trainwell.imports import is_import_path
 
 # The losses train.loss names; anything else is an import path.
 LOSS_NAMES = ("cross_entropy", "mse", "l1", "smooth_l1", "bce_with_logits")
+# torch.compile's modes (torch._inductor.list_mode_options()).
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
 
 @dataclass
@@ -41,6 +43,13 @@ class TrainConfig:
     label_smoothing: float = option(0.0, "label smoothing for cross_entropy")
     log_every: int = option(10, "log the training loss every this many optimizer steps")
     eval_every: int = option(1, "evaluate every this many epochs")
+    compile: bool = option(False, "torch.compile the model (compile time is reported apart)")
+    compile_mode: str = option(
+        "default", "torch.compile mode: default, reduce-overhead, max-autotune, ..."
+    )
+    profile: bool = option(
+        False, "torch.profiler over a few steps after warm-up: trace and top ops in the run dir"
+    )
 
     def __post_init__(self) -> None:
         check_int(self.epochs, "train.epochs")
@@ -51,6 +60,7 @@ class TrainConfig:
         check_number(self.label_smoothing, "train.label_smoothing", 0, 1, high_open=True)
         check_int(self.log_every, "train.log_every")
         check_int(self.eval_every, "train.eval_every")
+        check_choice(self.compile_mode, "train.compile_mode", COMPILE_MODES)
         check(
             self.loss in LOSS_NAMES or is_import_path(self.loss),
             "train.loss",

@@ -30,6 +30,7 @@ from torch.utils.data import DataLoader
 
 from trainwell.config import Config
 from trainwell.engine import checkpoint as ckpt
+from trainwell.engine.anatomy import StepClock
 from trainwell.engine.batch import sample_count, to_device
 from trainwell.engine.callbacks import Callbacks, read_only
 from trainwell.engine.checkpointer import Checkpointer
@@ -79,6 +80,10 @@ class Trainer:
     callbacks: Callbacks = field(default_factory=Callbacks)
     loggers: Loggers = field(default_factory=Loggers)
     train_time: float = 0.0
+    # Seconds of the first compiled step (train.compile), reported apart from step times.
+    compile_s: float | None = None
+    # train.profile: torch.profiler over a few steps (rank 0), then None again.
+    profiler: Any = None
     # True once train() returned: the final state is in last.pt.
     done: bool = False
     _ddp_checked: bool = field(default=False, repr=False)
@@ -93,6 +98,8 @@ class Trainer:
         self._stop_every = self.cfg.train.log_every if self.place.distributed else 1
         self._on_step = self.callbacks.has("on_step_end")
         self.memory = MemoryLog(self.place.device)
+        self.clock = self.stepper.clock or StepClock(self.place.device)
+        self.stepper.clock = self.clock
 
     def train(self, resumed: bool) -> str:
         """Epochs of optimizer steps until the schedule ends, max_steps or early stopping."""
@@ -108,6 +115,7 @@ class Trainer:
             # Labels the data set could not show up front are checked in the first epoch.
             self.stepper.inspect = self.check_labels if epoch == 0 else None
             self._epoch_started = started = time.perf_counter()
+            self.clock.restart()  # the evaluation before this epoch is no step's time
             left = self.total_steps - self.loop.step
             for micro_batches in itertools.islice(self.data.epoch(epoch, skip), left):
                 self.train_step(micro_batches)
@@ -131,13 +139,31 @@ class Trainer:
     def train_step(self, micro_batches: list[Any]) -> None:
         """One optimizer step (the engine's :class:`~trainwell.engine.step.Stepper`), the
         scheduler's step, and the counters."""
+        clock = self.clock
+        clock.mark("data")  # since the last step ended: waiting for this batch
+        compiling = self.stepper.eager is not None
+        began = time.perf_counter()
         self.stepper(micro_batches, self.loop.window, self.loop.optim_window)
+        if compiling:
+            self._report_compile(time.perf_counter() - began)
         if self.place.distributed and not self._ddp_checked:
             _check_all_params_got_grads(self.model, self.cfg)
             self._ddp_checked = True
         if not self._per_eval:
             self.scheduler.step()
         self.loop.step += 1
+        clock.mark("optim")
+        clock.step_done()
+
+    def _report_compile(self, seconds: float) -> None:
+        """One line on the first compiled step: compilation's time, apart from the steps'."""
+        self.compile_s = round(seconds, 3)
+        # After a fallback to eager, the warning said it all.
+        if self.place.is_main and hasattr(self.stepper.net, "_orig_mod"):
+            self.progress.console.print(
+                f"train.compile: compiled in {seconds:.1f}s (the first step; not in the "
+                "step times)", highlight=False,
+            )  # fmt: skip
 
     def after_step(self) -> None:
         """Log at log points, tell the callbacks, write step-N checkpoints (with what the
@@ -154,6 +180,20 @@ class Trainer:
                 ckpt.rotate(self.run.checkpoints, self.cfg.checkpoint.keep_last)
         if step % self._stop_every == 0:
             self.stop_if_requested()
+        if self.profiler is not None:
+            self.profiler.step()
+            if self.profiler.done:
+                self.end_profile()
+        self.clock.mark("other")
+
+    def end_profile(self) -> None:
+        """Stop ``train.profile``'s profiler (it writes its trace and table) and say where."""
+        if self.profiler is None:
+            return
+        self.profiler.close()
+        for line in self.profiler.summary_lines():
+            self.progress.console.print(line, highlight=False, markup=False)
+        self.profiler = None
 
     def log_window(self) -> None:
         """The window's means (its one sync), with the lr, throughput and memory, to the
@@ -169,6 +209,8 @@ class Trainer:
         metrics["train/lr"] = self.stepper.optimizer.param_groups[0]["lr"]
         elapsed = self.train_time + time.perf_counter() - self._epoch_started
         metrics["train/samples_per_s"] = self.samples / max(elapsed, 1e-9)
+        for name, value in self.clock.window().items():
+            metrics[f"train/{name}"] = value
         if self.place.is_main:  # only rank 0 logs
             for name, value in self.memory.sample().items():
                 metrics[f"train/{name}"] = value

@@ -131,8 +131,19 @@ class ModelConfig:
         "returning an nn.Module",
     )
     kwargs: dict[str, Any] = option({}, "keyword arguments for the model's callable")
+    activation_checkpointing: Any = option(
+        False,
+        "recompute activations in backward to save memory: true (the children of the "
+        "largest ModuleList/Sequential) or a list of module names",
+    )
 
     def __post_init__(self) -> None:
+        ac = self.activation_checkpointing
+        check(
+            isinstance(ac, bool) or (isinstance(ac, list) and all(isinstance(n, str) for n in ac)),
+            "model.activation_checkpointing",
+            f"expected true, false or a list of module names, got {ac!r}",
+        )
         check(
             self.name in BUILTIN_MODELS or is_import_path(self.name),
             "model.name",
