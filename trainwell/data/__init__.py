@@ -30,6 +30,8 @@ from trainwell.imports import call_with, is_import_path, resolve
 
 BUILTIN_DATA = ("digits", "fashion_mnist", "synthetic")
 MAX_WORKERS = 1024
+# Batches in flight per worker; beyond this the host memory goes, not the speed.
+MAX_PREFETCH = 1024
 
 
 @dataclass
@@ -47,6 +49,14 @@ class DataConfig:
     eval_batch_size: int = option(256, "batch size per process for evaluation")
     num_workers: int = option(0, "DataLoader worker processes (0 loads in the main process)")
     pin_memory: bool = option(True, "pin host memory for faster copies (used only with CUDA)")
+    persistent_workers: bool = option(
+        True, "keep the worker processes alive between epochs (used only with num_workers > 0)"
+    )
+    prefetch_factor: int | None = option(
+        None,
+        "batches each worker loads ahead (used only with num_workers > 0); "
+        "null: PyTorch's default, 2",
+    )
     root: str = option("data/fashion_mnist", "folder of files for data sets read from disk")
     val_fraction: float = option(
         0.1, "share of the training data held out for validation when a data set has no val split"
@@ -64,6 +74,8 @@ class DataConfig:
         check_int(self.eval_batch_size, "data.eval_batch_size")
         # More workers than this is a typo; each one is a process with its own copy.
         check_int(self.num_workers, "data.num_workers", low=0, high=MAX_WORKERS)
+        if self.prefetch_factor is not None:
+            check_int(self.prefetch_factor, "data.prefetch_factor", high=MAX_PREFETCH)
         check_number(self.val_fraction, "data.val_fraction", 0, 1, low_open=True, high_open=True)
         if self.num_classes is not None:
             check_int(self.num_classes, "data.num_classes")

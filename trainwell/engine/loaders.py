@@ -41,6 +41,9 @@ class LoaderSettings:
     grad_accum_steps: int = 1
     num_workers: int = 0
     pin_memory: bool = True
+    # Used only with workers; the defaults are PyTorch's own (prefetch 2), workers kept.
+    persistent_workers: bool = True
+    prefetch_factor: int | None = None
     seed: int = 0
     collate: Callable[[list[Any]], Any] | None = None
 
@@ -119,7 +122,8 @@ class TrainData:
             pin_memory=settings.pin_memory and place.device.type == "cuda",
             worker_init_fn=seed_worker if workers else None,
             generator=generator,
-            persistent_workers=workers > 0,
+            persistent_workers=workers > 0 and settings.persistent_workers,
+            prefetch_factor=settings.prefetch_factor if workers else None,
             drop_last=True,
         )
         if isinstance(data, IterableDataset):
@@ -203,7 +207,8 @@ def eval_loader(data: Any, settings: LoaderSettings, place: Placement) -> DataLo
         # global torch RNG, shifting the dropout masks of the training that follows
         # (and differently after a resume, which would break exact resumption).
         generator=torch.Generator().manual_seed(settings.seed),
-        persistent_workers=workers > 0,
+        persistent_workers=workers > 0 and settings.persistent_workers,
+        prefetch_factor=settings.prefetch_factor if workers else None,
     )
 
 

@@ -94,6 +94,8 @@ def build_parts(
         grad_accum_steps=cfg.train.grad_accum_steps,
         num_workers=cfg.data.num_workers,
         pin_memory=cfg.data.pin_memory,
+        persistent_workers=cfg.data.persistent_workers,
+        prefetch_factor=cfg.data.prefetch_factor,
         seed=cfg.run.seed,
         collate=collate,
     )
