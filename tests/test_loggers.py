@@ -114,7 +114,7 @@ def _launch(run: Path, db: Path, *extra: str) -> subprocess.Popen:
     args = [*BASE, "train.epochs=6", "train.log_every=2", "checkpoint.every_steps=5",
             "log.tensorboard=true", "log.mlflow=true", f"log.mlflow_uri=sqlite:///{db}",
             f"run.dir={run}", "doctor.enabled=false", *extra]  # fmt: skip
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}  # see test_resume._launch
     return subprocess.Popen(
         [sys.executable, "-m", "trainwell", "train", *args],
         cwd=run.parent, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

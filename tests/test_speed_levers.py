@@ -46,7 +46,7 @@ def test_every_log_point_says_where_the_step_time_went(tmp_path):
         assert abs(sum(v for k, v in at.items() if k != "time/step_ms") - 1) < 1e-6
         assert at["time/compute"] > 0 and at["time/optim"] > 0 and at["time/step_ms"] > 0
     shares = read_summary(result.run_dir)["time_shares"]
-    assert set(shares) <= {"data", "compute", "optim", "other"} and shares["compute"] > 0.2
+    assert set(shares) <= {"data", "compute", "optim", "other"} and shares["compute"] > 0
     assert result.summary["compile_s"] is None
 
 

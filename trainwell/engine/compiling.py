@@ -50,7 +50,7 @@ def compile_failure_line(exc: BaseException) -> str:
     the reason is what the line shows.
 
     Example:
-        >>> compile_failure_line(RuntimeError("no C++ compiler"))[:70]
+        >>> compile_failure_line(RuntimeError("no C++ compiler"))[:72]
         'train.compile: the model did not compile (RuntimeError: no C++ compiler)'
     """
     inner = getattr(exc, "inner_exception", None) or exc.__cause__ or exc
