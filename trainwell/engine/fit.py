@@ -21,7 +21,6 @@ from trainwell.config import Config, check_warmup, load_config
 from trainwell.doctor.crash import explain as explain_crash
 from trainwell.doctor.findings import render
 from trainwell.doctor.frame import Doctor
-from trainwell.engine.anatomy import StepClock
 from trainwell.engine.callbacks import build_callbacks
 from trainwell.engine.checkpointer import Checkpointer, resume_point
 from trainwell.engine.compiling import checkpoint_activations, compile_model
@@ -213,7 +212,7 @@ def _assemble(s: _Session, parts: Parts, net: nn.Module, data: TrainData) -> Tra
     if cfg.train.compile:
         eager, net = net, compile_model(net, cfg.train.compile_mode)
     stepper = Stepper(net, parts.steps.train, optimizer, precision, cfg.train.grad_clip,
-                      place.device, clock=StepClock(place.device), eager=eager,
+                      place.device, eager=eager,
                       on_compile_failure=lambda line: s.console.print(
                           f"[yellow]warning[/]: {line}", highlight=False))  # fmt: skip
     return Trainer(

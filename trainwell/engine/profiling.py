@@ -118,9 +118,8 @@ class StepProfiler:
         self.warmup = warmup
         self.active = active
         self.device = torch.device(device)
-        # Off under the doctor: the profiler's Python tracer and the doctor's wrapped torch
-        # calls crashed the process together (SIGSEGV, measured here); ops then show
-        # without their module.
+        # Off under the doctor: its wrapped torch calls and the profiler's Python tracer
+        # crashed the process together (SIGSEGV); ops then show without their module.
         self.with_stack = with_stack
         self.seen = 0  # optimizer steps told of
         self.recorded = 0  # whole steps inside the window

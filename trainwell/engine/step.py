@@ -102,7 +102,7 @@ class Stepper:
             total = loss if total is None else total + loss
         self._update(norms)
         assert total is not None
-        return total.float() / accum if accum > 1 else total.float()
+        return _mean(total, accum)
 
     def _micro_step(
         self, batch: Any, more: bool, accum: int, sums: MetricSums | None, phase: str
@@ -170,7 +170,7 @@ class Stepper:
             return self(micro_batches, sums, norms)
         self._update(norms)
         total = torch.stack(losses).sum()
-        return total.float() / accum if accum > 1 else total.float()
+        return _mean(total, accum)
 
     def _forward_backward(self, batch: Any, count: int, accum: int) -> tuple:
         if self._fp32:
@@ -184,3 +184,8 @@ class Stepper:
         scaler = self.precision.scaler
         (scaler.scale(scaled) if scaler is not None else scaled).backward()
         return loss, metrics, n
+
+
+def _mean(total: torch.Tensor, accum: int) -> torch.Tensor:
+    """The step's loss: the micro-batches' summed losses over their number, in fp32."""
+    return total.float() / accum if accum > 1 else total.float()

@@ -98,8 +98,8 @@ class Trainer:
         self._stop_every = self.cfg.train.log_every if self.place.distributed else 1
         self._on_step = self.callbacks.has("on_step_end")
         self.memory = MemoryLog(self.place.device)
-        self.clock = self.stepper.clock or StepClock(self.place.device)
-        self.stepper.clock = self.clock
+        # The loop owns the step anatomy; the stepper marks its own phases on it.
+        self.clock = self.stepper.clock = StepClock(self.place.device)
 
     def train(self, resumed: bool) -> str:
         """Epochs of optimizer steps until the schedule ends, max_steps or early stopping."""
