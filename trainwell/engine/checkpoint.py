@@ -15,6 +15,7 @@ import contextlib
 import os
 import pickle
 import re
+import shutil
 import tempfile
 import warnings
 from dataclasses import dataclass
@@ -26,7 +27,8 @@ import torch
 from trainwell._options import check_int, option
 from trainwell.errors import UserError
 
-STEP_FILE = re.compile(r"^step-(\d+)\.pt$")
+# step-N.pt files, and step-N/ folders of sharded checkpoints (dist.strategy=fsdp).
+STEP_FILE = re.compile(r"^step-(\d+)(\.pt)?$")
 
 
 @dataclass
@@ -79,7 +81,7 @@ def save_atomic(state: dict[str, Any], path: str | Path) -> None:
             message = f"could not write checkpoint {path}: {cause.strerror or cause}"
             raise OSError(cause.errno, message) from exc
         raise
-    _fsync_dir(path.parent)
+    fsync_dir(path.parent)
 
 
 class _EarlyWriteback:
@@ -125,8 +127,9 @@ def _umask() -> int:
     return mask
 
 
-def _fsync_dir(folder: Path) -> None:
-    # Makes the rename durable; not every platform lets a folder be opened (Windows).
+def fsync_dir(folder: Path) -> None:
+    """Make a rename in ``folder`` durable (skipped where a folder cannot be opened)."""
+    # Not every platform lets a folder be opened (Windows).
     try:
         fd = os.open(folder, os.O_RDONLY)
     except OSError:
@@ -194,8 +197,12 @@ def _unpickler_detail(exc: BaseException) -> str:
 
 
 def rotate(folder: Path, keep_last: int) -> None:
-    """Delete the oldest ``step-N.pt`` beyond ``keep_last``; never touches last/best."""
+    """Delete the oldest ``step-N.pt`` (or ``step-N/``) beyond ``keep_last``; never
+    touches last/best."""
     steps = sorted((int(m.group(1)), p) for p in folder.iterdir() if (m := STEP_FILE.match(p.name)))
     for _, p in steps[: max(0, len(steps) - keep_last)]:
+        if p.is_dir():
+            shutil.rmtree(p, ignore_errors=True)
+            continue
         with contextlib.suppress(FileNotFoundError):
             p.unlink()

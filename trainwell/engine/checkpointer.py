@@ -20,9 +20,12 @@ from torch import nn
 import trainwell
 from trainwell.config import Config, to_dict
 from trainwell.engine import checkpoint as ckpt
+from trainwell.engine import sharded
 from trainwell.engine.callbacks import Callbacks
-from trainwell.engine.distributed import Placement, any_process, gather_objects
+from trainwell.engine.distributed import Placement, any_process, barrier, gather_objects
 from trainwell.engine.early_stopping import EarlyStopping
+from trainwell.engine.fsdp import is_sharded
+from trainwell.engine.metrics import MetricSums
 from trainwell.engine.precision import Precision
 from trainwell.engine.resume import find as find_checkpoint
 from trainwell.engine.resume import load_resumable
@@ -58,13 +61,22 @@ class Checkpointer:
     def __post_init__(self) -> None:
         # The config does not change during a run; converting it costs milliseconds.
         self.config_dict = to_dict(self.cfg)
+        # dist.strategy=fsdp: sharded folders (DCP), on one process too, so that a run
+        # can move between 1 and N processes.
+        self.sharded = self.cfg.dist.strategy == "fsdp"
 
     def state_dict(self) -> dict[str, Any]:
+        state = self.loop_state_dict()
+        state["model"] = self.model.state_dict()
+        state["optimizer"] = self.optimizer.state_dict()
+        return state
+
+    def loop_state_dict(self) -> dict[str, Any]:
+        """Everything but the model's and the optimizer's state (a sharded checkpoint's
+        ``state.pt``)."""
         scaler = self.precision.scaler
         loop = self.loop
         return {
-            "model": self.model.state_dict(),
-            "optimizer": self.optimizer.state_dict(),
             "scheduler": self.scheduler.state_dict(),
             "scaler": scaler.state_dict() if scaler is not None else None,
             "step": loop.step,
@@ -87,17 +99,14 @@ class Checkpointer:
             "versions": {"trainwell": trainwell.__version__, "torch": str(torch.__version__)},
         }
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore everything but the RNGs (:meth:`restore_rng`, called last of all)."""
-        try:
-            self.model.load_state_dict(state["model"])
-        except RuntimeError as exc:
-            detail = " ".join(str(exc).split())[:300]
-            raise UserError(f"the checkpoint does not fit this model: {detail}") from None
-        try:
-            self.optimizer.load_state_dict(state["optimizer"])
-        except (ValueError, KeyError) as exc:
-            raise UserError(f"the checkpoint's optimizer state does not fit: {exc}") from None
+    def load_state_dict(self, state: dict[str, Any], path: Path | None = None) -> None:
+        """Restore everything but the RNGs (:meth:`restore_rng`, called last of all);
+        ``path`` is where a sharded checkpoint's shards are."""
+        if state.get("sharded"):
+            assert path is not None, "a sharded checkpoint loads from its folder"
+            sharded.load_into(path, self.model, self.optimizer)
+        else:
+            self._load_weights(state)
         self._load_scheduler(state["scheduler"])
         if self.precision.scaler is not None and state.get("scaler"):
             self.precision.scaler.load_state_dict(state["scaler"])
@@ -110,11 +119,44 @@ class Checkpointer:
             loop = per_rank[self.place.rank]
         if "window" in loop:
             self.loop.load_state_dict(loop)
+            if len(per_rank) != self.place.world_size and (per_rank or self.place.distributed):
+                self._regroup_sums(per_rank or [loop])
         else:  # a checkpoint from before the running sums were saved per metric
             self.loop.step, self.loop.epoch = int(state["step"]), int(state["epoch"])
             self.loop.epoch_start_step = self.loop.step - int(state["data"]["steps_into_epoch"])
             self.loop.best = dict(state.get("best") or {})
             self.loop.metrics = {k: float(v) for k, v in (state.get("metrics") or {}).items()}
+
+    def _regroup_sums(self, per_rank: list[dict[str, Any]]) -> None:
+        """Resumed on another number of processes: rank 0 carries every old rank's
+        running sums, the others none (they are summed over ranks when read)."""
+        loop = self.loop
+        mine = (loop.window, loop.epoch_sums, loop.optim_window)
+        for sums in mine:
+            sums.reset()
+        if not self.place.is_main:
+            return
+        for saved in per_rank:
+            for sums, key in zip(mine, ("window", "epoch_sums", "optim_window")):
+                other = MetricSums(sums.device)
+                other.load_state_dict(saved.get(key) or {"sums": {}, "counts": {}})
+                sums.merge(other)
+
+    def _load_weights(self, state: dict[str, Any]) -> None:
+        if is_sharded(self.model):
+            raise UserError(
+                "the checkpoint is one file (dist.strategy=ddp); an FSDP run on several "
+                "processes resumes from sharded folders: resume it with dist.strategy=ddp"
+            )
+        try:
+            self.model.load_state_dict(state["model"])
+        except RuntimeError as exc:
+            detail = " ".join(str(exc).split())[:300]
+            raise UserError(f"the checkpoint does not fit this model: {detail}") from None
+        try:
+            self.optimizer.load_state_dict(state["optimizer"])
+        except (ValueError, KeyError) as exc:
+            raise UserError(f"the checkpoint's optimizer state does not fit: {exc}") from None
 
     def _load_scheduler(self, saved: dict[str, Any]) -> None:
         lambdas = getattr(self.scheduler, "lr_lambdas", None)
@@ -149,9 +191,9 @@ class Checkpointer:
         if place.distributed:
             rngs = gather_objects(rng_state(), place)
             loops = gather_objects(self.loop.state_dict(), place)
-        error = None
+        state = None
         if place.is_main:
-            state = self.state_dict()
+            state = self.loop_state_dict() if self.sharded else self.state_dict()
             # How many metric rows belong to this state: a resume drops the rest. They are
             # on disk before the checkpoint that counts them.
             run.flush()
@@ -161,23 +203,47 @@ class Checkpointer:
             if rngs is not None:
                 state["rng_per_rank"] = rngs
                 state["loop_per_rank"] = loops
-            try:
-                for name in names:
-                    ckpt.save_atomic(state, run.checkpoints / name)
-            except OSError as exc:
-                code = errno.errorcode.get(exc.errno or 0, "")
-                error = f"{exc.strerror or exc}" + (f" ({code})" if code else "")
+        if self.sharded:
+            error = self._save_sharded(run, names, state)
+        else:
+            error = _save_files(run, names, state) if state is not None else None
         if any_process(error is not None, place):
-            raise UserError(error or "rank 0 could not write a checkpoint (see its error)")
+            who = "another process" if self.sharded else "rank 0"
+            raise UserError(error or f"{who} could not write a checkpoint (see its error)")
+
+    def _save_sharded(self, run: RunDir, names: list[str], state: Any) -> str | None:
+        """Every rank writes its shards of each folder (``last.pt`` names ``last/``)."""
+        for name in names:
+            error = sharded.save(run.checkpoints / name.removesuffix(".pt"), self.model,
+                                 self.optimizer, state, self.place.is_main,
+                                 barrier=lambda: barrier(self.place))  # fmt: skip
+            if error is not None:
+                return f"could not write checkpoint {run.checkpoints / name}: {error}"
+        return None
 
     def load_best_weights(self, run: RunDir) -> str:
         """Put the best checkpoint's weights in the model; says whose weights it holds."""
-        best = run.checkpoints / "best.pt"
+        best = run.checkpoints / ("best" if self.sharded else "best.pt")
         if not best.exists():
             return f"last (step {self.loop.step})"
-        state = ckpt.load_checkpoint(best)
-        self.model.load_state_dict(state["model"])
-        return f"best.pt (step {int(state['step'])})"
+        if self.sharded:
+            state = sharded.load_state(best)
+            sharded.load_into(best, self.model, None)
+        else:
+            state = ckpt.load_checkpoint(best)
+            self.model.load_state_dict(state["model"])
+        return f"{best.name} (step {int(state['step'])})"
+
+
+def _save_files(run: RunDir, names: list[str], state: dict[str, Any]) -> str | None:
+    """Rank 0 writes each file; returns the error that stopped it."""
+    try:
+        for name in names:
+            ckpt.save_atomic(state, run.checkpoints / name)
+    except OSError as exc:
+        code = errno.errorcode.get(exc.errno or 0, "")
+        return f"{exc.strerror or exc}" + (f" ({code})" if code else "")
+    return None
 
 
 def resume_point(

@@ -107,7 +107,9 @@ def checkpoint_activations(model: nn.Module, names: bool | list[str]) -> list[st
                 "model.activation_checkpointing=[encoder,decoder]"
             )
     else:
-        chosen = [(name, _submodule(model, name)) for name in names or []]
+        chosen = [
+            (name, submodule(model, name, "model.activation_checkpointing")) for name in names or []
+        ]
     for _, block in chosen:
         block.forward = functools.partial(_checkpointed, block.forward)  # type: ignore[method-assign]
     return [name for name, _ in chosen]
@@ -119,12 +121,18 @@ def _checkpointed(forward: Any, *args: Any, **kwargs: Any) -> Any:
     return checkpoint(forward, *args, use_reentrant=False, **kwargs)
 
 
-def _submodule(model: nn.Module, name: str) -> nn.Module:
+def submodule(model: nn.Module, name: str, key: str) -> nn.Module:
+    """``model.get_submodule(name)``, or one line naming ``key`` and the modules there are.
+
+    Example:
+        >>> submodule(nn.Sequential(nn.Linear(2, 2)), "0", "dist.fsdp_modules")
+        Linear(in_features=2, out_features=2, bias=True)
+    """
     try:
         return model.get_submodule(name)
     except AttributeError:
         known = [n for n, _ in model.named_children()]
         raise UserError(
-            f"model.activation_checkpointing: the model has no module {name!r}; its "
+            f"{key}: the model has no module {name!r}; its "
             f"top-level modules: {', '.join(known) or '(none)'}"
         ) from None

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,9 +34,28 @@ class DistConfig:
     find_unused_parameters: bool = option(
         False, "let DDP handle parameters that get no gradient (slower)"
     )
+    strategy: str = option(
+        "ddp",
+        "ddp (every process holds the whole model) or fsdp (each holds 1/N of the "
+        "weights, gradients and optimizer state; sharded checkpoints)",
+    )
+    fsdp_modules: list[str] = option(
+        [],
+        "fsdp: the blocks to shard one by one (default: the children of the model's "
+        "largest ModuleList/Sequential); the root is sharded last",
+    )
+    fsdp_reshard_after_forward: bool = option(
+        True,
+        "fsdp: free each block's gathered weights after its forward (less memory, "
+        "one more all-gather in backward)",
+    )
+    fsdp_cpu_offload: bool = option(
+        False, "fsdp: keep the parameter shards and optimizer state in CPU memory"
+    )
 
     def __post_init__(self) -> None:
         check_choice(self.backend, "dist.backend", ("auto", "nccl", "gloo"))
+        check_choice(self.strategy, "dist.strategy", ("ddp", "fsdp"))
 
 
 @dataclass
@@ -128,12 +147,21 @@ def teardown() -> None:
         dist.destroy_process_group()
 
 
-def wrap(model: nn.Module, place: Placement, cfg: DistConfig) -> nn.Module:
-    """The module the loop calls: ``model`` itself, or DDP around it on several processes.
+def wrap(
+    model: nn.Module,
+    place: Placement,
+    cfg: DistConfig,
+    precision: str = "fp32",
+    say: Callable[[str], None] = print,
+) -> nn.Module:
+    """The module the loop calls: ``model`` itself, DDP around it on several processes,
+    or ``model`` sharded in place by FSDP2 (``dist.strategy=fsdp``).
 
     The raw ``model`` stays the one whose ``state_dict`` is saved, so checkpoints load
     the same with or without DDP.
     """
+    if cfg.strategy == "fsdp":
+        return _shard(model, place, cfg, precision, say)
     if not place.distributed:
         return model
     if cfg.sync_batchnorm:
@@ -150,6 +178,28 @@ def wrap(model: nn.Module, place: Placement, cfg: DistConfig) -> nn.Module:
     )
 
 
+def _shard(
+    model: nn.Module, place: Placement, cfg: DistConfig, precision: str, say: Callable
+) -> nn.Module:
+    if not place.distributed:
+        say("note: dist.strategy=fsdp on one process: nothing to shard, training unsharded "
+            "(checkpoints are still sharded folders, resumable on N processes)")  # fmt: skip
+        return model
+    if cfg.sync_batchnorm or cfg.find_unused_parameters:
+        raise UserError("dist.sync_batchnorm and dist.find_unused_parameters are DDP's; "
+                        "FSDP needs neither (set them false with dist.strategy=fsdp)")  # fmt: skip
+    from trainwell.engine.fsdp import shard
+
+    blocks = shard(model, place.world_size, place.device, modules=list(cfg.fsdp_modules),
+                   precision=precision, reshard_after_forward=cfg.fsdp_reshard_after_forward,
+                   cpu_offload=cfg.fsdp_cpu_offload, say=say)  # fmt: skip
+    if blocks:
+        shown = ", ".join(blocks[:4]) + (", ..." if len(blocks) > 4 else "")
+        say(f"fsdp: {len(blocks)} blocks and the root sharded over {place.world_size} "
+            f"processes ({shown})")  # fmt: skip
+    return model
+
+
 def unwrap(net: nn.Module) -> nn.Module:
     """The module inside torch.compile's and DDP's wrappers (or ``net`` itself)."""
     net = getattr(net, "_orig_mod", net)  # torch.compile's OptimizedModule
@@ -157,11 +207,26 @@ def unwrap(net: nn.Module) -> nn.Module:
 
 
 def no_sync(net: nn.Module, sync: bool) -> contextlib.AbstractContextManager:
-    """DDP's ``no_sync`` for accumulation micro-steps: gradients are all-reduced only on
-    the last micro-step of an optimizer step, not on every one."""
-    if sync or not isinstance(net, nn.parallel.DistributedDataParallel):
+    """DDP's ``no_sync`` (FSDP's gradient sync turned off) for accumulation micro-steps:
+    gradients are reduced only on the last micro-step of an optimizer step."""
+    if sync:
         return contextlib.nullcontext()
-    return net.no_sync()
+    inner = getattr(net, "_orig_mod", net)
+    if isinstance(inner, nn.parallel.DistributedDataParallel):
+        return inner.no_sync()
+    if hasattr(inner, "set_requires_gradient_sync"):  # an FSDP2 module
+        return _fsdp_no_sync(inner)
+    return contextlib.nullcontext()
+
+
+@contextlib.contextmanager
+def _fsdp_no_sync(net: Any) -> Iterator[None]:
+    # Sharded gradients of the micro-steps accumulate unreduced; the last one reduces all.
+    net.set_requires_gradient_sync(False)
+    try:
+        yield
+    finally:
+        net.set_requires_gradient_sync(True)
 
 
 def all_reduce_sum(values: Sequence[float], place: Placement) -> list[float]:

@@ -35,6 +35,7 @@ from trainwell.engine.distributed import (
 )
 from trainwell.engine.dry_run import dry_run_report
 from trainwell.engine.early_stopping import EarlyStopping, resolve_monitor
+from trainwell.engine.fsdp import is_sharded
 from trainwell.engine.loaders import TrainData, eval_loader
 from trainwell.engine.optim import build_optimizer, build_scheduler
 from trainwell.engine.overfit_run import overfit_run
@@ -161,8 +162,9 @@ def _fit(s: _Session, dry_run: bool) -> FitResult:
         s.console.print(f"activation checkpointing: {len(blocks)} blocks recompute in "
                         f"backward ({', '.join(blocks[:4])}{', ...' if len(blocks) > 4 else ''})",
                         highlight=False)  # fmt: skip
-    # DDP on several processes; `model` stays the raw module whose state is saved.
-    net = wrap(parts.model, place, cfg.dist)
+    # DDP on several processes, or FSDP; `model` stays the raw module whose state is saved.
+    net = wrap(parts.model, place, cfg.dist, resolve_precision(cfg.train.precision, place.device),
+               say=lambda line: s.console.print(line, highlight=False, markup=False))  # fmt: skip
     if place.distributed:
         # Same initial weights everywhere (DDP also broadcasts them), then a random
         # stream per rank, so that dropout masks differ between ranks.
@@ -230,7 +232,13 @@ def _assemble(s: _Session, parts: Parts, net: nn.Module, data: TrainData) -> Tra
         ),  # fmt: skip
         run=None,  # type: ignore[arg-type]  # opened by _train, after the resume point
         progress=None,  # type: ignore[arg-type]
-        evaluator=Evaluator(model, parts.steps.eval, precision, place),
+        evaluator=Evaluator(
+            model,
+            parts.steps.eval,
+            precision,
+            place,
+            lockstep=place.distributed and is_sharded(model),
+        ),  # fmt: skip
         val_loader=eval_loader(parts.splits.val, parts.loaders, place),
         total_steps=total_steps,
         check_labels=label_checker(parts.task, parts.splits.train),
@@ -241,7 +249,8 @@ def _assemble(s: _Session, parts: Parts, net: nn.Module, data: TrainData) -> Tra
 
 def _notes(s: _Session, data: TrainData) -> None:
     say = s.console.print
-    if not s.place.distributed and s.cfg.dist != DistConfig():
+    alone = DistConfig(strategy=s.cfg.dist.strategy)  # fsdp alone says so itself
+    if not s.place.distributed and s.cfg.dist != alone:
         say("[yellow]warning[/]: dist.* settings have no effect with one process")
     if not data.owned:
         say("[yellow]note[/]: training on the DataLoader the data gave: its batch size is "
@@ -310,7 +319,7 @@ def _restore(s: _Session, ckpt: Checkpointer, path: Path, state: dict[str, Any])
     try:
         for change in config_changes(state["config"], ckpt.config_dict):
             s.console.print(f"config changed since the checkpoint: {change}", highlight=False)
-        ckpt.load_state_dict(state)
+        ckpt.load_state_dict(state, path)
     except UserError:
         raise
     except (KeyError, TypeError, ValueError, AttributeError, IndexError, RuntimeError) as exc:

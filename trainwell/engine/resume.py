@@ -11,12 +11,14 @@ scratch, which is what a restarted job wants.
 from __future__ import annotations
 
 import contextlib
+import shutil
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from trainwell.engine import checkpoint as ckpt
+from trainwell.engine import sharded
 from trainwell.errors import UserError
 
 # Changing these would make the saved state meaningless for the new run.
@@ -26,20 +28,41 @@ _IGNORED = ("run.dir", "run.name")
 
 
 def candidates(run_dir: Path) -> list[Path]:
-    """Checkpoints of a run directory, newest first (last.pt, step-N.pt, best.pt).
+    """Checkpoints of a run directory, newest first (last.pt, step-N.pt, best.pt, and
+    sharded folders: last/, step-N/, best/, and a ``.NAME.tmp`` a crash left).
 
-    best.pt comes last among files written at the same instant: it is written beside
-    last.pt at an epoch's end, with the same state.
+    best comes last among checkpoints written at the same instant: it is written beside
+    last at an epoch's end, with the same state.
     """
     folder = run_dir / "checkpoints"
     if not folder.is_dir():
         return []
-    files = [
-        p
-        for p in folder.iterdir()
-        if p.name in ("last.pt", "best.pt") or ckpt.STEP_FILE.match(p.name)
-    ]
-    return sorted(files, key=lambda p: (p.stat().st_mtime_ns, p.name != "best.pt"), reverse=True)
+    found = [p for p in folder.iterdir() if _is_checkpoint_name(p.name)]
+    return sorted(found, key=lambda p: (_written(p), not _base(p.name).startswith("best")),
+                  reverse=True)  # fmt: skip
+
+
+def _base(name: str) -> str:
+    # ".last.tmp" (a sharded folder not yet swapped into place) is a "last".
+    if name.startswith(".") and name.endswith((".tmp", ".old")):
+        return name[1:-4]
+    return name
+
+
+def _is_checkpoint_name(name: str) -> bool:
+    base = _base(name)
+    if base.endswith(".pt") and name.startswith("."):
+        return False  # a file save_atomic had not finished
+    return base.removesuffix(".pt") in ("last", "best") or bool(ckpt.STEP_FILE.match(base))
+
+
+def _written(path: Path) -> int:
+    """When the checkpoint was completed: a folder's commit marker, else its own time."""
+    marker = path / sharded.MARKER
+    try:
+        return (marker if marker.exists() else path).stat().st_mtime_ns
+    except FileNotFoundError:  # removed meanwhile (rotation by another run)
+        return 0
 
 
 def find(run_dir: Path, say: Any = print) -> tuple[Path, dict[str, Any]] | None:
@@ -76,7 +99,7 @@ def load_resumable(path: Path) -> dict[str, Any]:
     Raises :class:`UserError` naming the file and the first thing wrong: a key missing
     (a weights-only file), a value of the wrong type, weights that are not dense tensors.
     """
-    state = ckpt.load_checkpoint(path)
+    state = sharded.load_state(path) if path.is_dir() else ckpt.load_checkpoint(path)
     for key, kind in _SCHEMA.items():
         if key not in state:
             raise UserError(
@@ -101,12 +124,17 @@ def load_resumable(path: Path) -> dict[str, Any]:
 
 
 def remove_stale_temporaries(run_dir: Path) -> None:
-    """Delete temporary files a killed process left mid-write (they are never loaded)."""
+    """Delete temporary files a killed process left mid-write (they are never loaded),
+    and torn sharded folders (no commit marker)."""
     folder = run_dir / "checkpoints"
-    if folder.is_dir():
-        for tmp in folder.glob(".*.tmp"):
+    if not folder.is_dir():
+        return
+    for tmp in [*folder.glob(".*.tmp"), *folder.glob(".*.old")]:
+        if not tmp.is_dir():
             with contextlib.suppress(FileNotFoundError):
                 tmp.unlink()
+        elif not (tmp / sharded.MARKER).exists() or (folder / _base(tmp.name)).exists():
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def config_changes(saved: dict[str, Any], current: dict[str, Any]) -> list[str]:

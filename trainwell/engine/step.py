@@ -137,6 +137,8 @@ class Stepper:
             scaler.unscale_(self.optimizer)
         if self.grad_clip > 0:
             norm = nn.utils.clip_grad_norm_(self.params, self.grad_clip)
+            if hasattr(norm, "to_local"):  # FSDP: a DTensor, already the global norm
+                norm = norm.to_local()
             if norms is not None:
                 norms.add({"grad_norm": norm}, 1)
         if scaler is not None:

@@ -34,7 +34,7 @@ from trainwell.engine.anatomy import StepClock
 from trainwell.engine.batch import sample_count, to_device
 from trainwell.engine.callbacks import Callbacks, read_only
 from trainwell.engine.checkpointer import Checkpointer
-from trainwell.engine.distributed import Placement, any_process
+from trainwell.engine.distributed import Placement, any_process, gather_objects
 from trainwell.engine.early_stopping import EarlyStopping
 from trainwell.engine.loaders import TrainData
 from trainwell.engine.memory import MemoryLog
@@ -327,20 +327,42 @@ class Evaluator:
     precision: Precision
     place: Placement
 
+    # FSDP: each forward gathers weights from every rank, so every rank must run as many
+    # forwards as the one with the most batches (its shard of the data may be longer).
+    lockstep: bool = False
+
     @torch.inference_mode()
     def __call__(self, loader: DataLoader) -> dict[str, float]:
         device = self.place.device
         was_training = self.model.training
         self.model.eval()
         sums = MetricSums(device, torch.float64)
+        batch, count = None, 0
         for batch in loader:
             batch = to_device(batch, device)
-            with self.precision.autocast():
-                out = self.eval_step(self.model, batch)
-            _, metrics, n = unpack(out, sample_count(batch), "the eval step")
+            _, metrics, n = unpack(self._forward(batch), sample_count(batch), "the eval step")
             sums.add(metrics, n)
+            count += 1
+        if self.lockstep:
+            self._keep_pace(batch, count)
         self.model.train(was_training)
         return sums.means(self.place)
+
+    def _forward(self, batch: Any) -> Any:
+        with self.precision.autocast():
+            return self.eval_step(self.model, batch)
+
+    def _keep_pace(self, last_batch: Any, count: int) -> None:
+        """Forwards whose results are dropped, until this rank has run as many as the
+        busiest rank (their weight gathers need every rank)."""
+        most = int(max(gather_objects(count, self.place)))
+        if count < most and last_batch is None:
+            raise UserError(
+                "evaluation with dist.strategy=fsdp: this process's shard of the evaluation "
+                "data is empty (fewer samples than processes); use more evaluation samples"
+            )
+        for _ in range(most - count):
+            self._forward(last_batch)
 
 
 def _check_monitor(monitor: str, fresh: dict[str, float]) -> None:
@@ -364,7 +386,7 @@ def _test_crash_step(place: Placement) -> int:
 def _check_all_params_got_grads(model: nn.Module, cfg: Config) -> None:
     # DDP waits for a gradient of every parameter; one that never gets any fails later
     # with a cryptic "Expected to have finished reduction". Name them instead.
-    if cfg.dist.find_unused_parameters:
+    if cfg.dist.find_unused_parameters or cfg.dist.strategy != "ddp":
         return
     unused = [n for n, p in model.named_parameters() if p.requires_grad and p.grad is None]
     if unused:

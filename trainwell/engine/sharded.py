@@ -1,0 +1,207 @@
+"""Sharded checkpoints (``dist.strategy=fsdp``): ``torch.distributed.checkpoint`` folders.
+
+``checkpoints/last/`` (``best/``, ``step-N/``) holds the model's and the optimizer's
+state written by every rank in parallel, each its own shards (``__R_0.distcp``) with
+DCP's ``.metadata``, then ``state.pt`` (everything else, as in a ``.pt`` checkpoint:
+scheduler, loop, every rank's RNG, config; rank 0 writes it), then the commit marker
+``.committed``, last. A folder without its marker is torn and never loaded.
+
+A folder is written as ``.NAME.tmp`` and swapped into place once committed, so the
+previous ``NAME`` stays whole until then; a crash between the two renames leaves the
+committed ``.NAME.tmp``, which :func:`trainwell.engine.resume.candidates` also offers.
+Loading goes through DCP, which reshards: a checkpoint written by 2 processes loads on
+1 or 4, sharded or not.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from trainwell.engine import checkpoint as ckpt
+from trainwell.errors import UserError
+
+MARKER = ".committed"
+STATE = "state.pt"
+
+
+def save(
+    folder: Path,
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    extra: dict[str, Any] | None,
+    is_main: bool,
+    barrier: Any,
+) -> str | None:
+    """Write ``folder`` (a collective: every rank calls it); returns this rank's error.
+
+    ``extra`` (rank 0's) is the rest of the state; ``barrier()`` waits for every rank.
+    An error (a full disk) leaves the previous ``folder`` as it was.
+    """
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_state_dict
+
+    tmp = folder.parent / f".{folder.name}.tmp"
+    error = None
+    if is_main:
+        shutil.rmtree(tmp, ignore_errors=True)  # a torn one from a killed run
+        tmp.mkdir(parents=True)
+    barrier()
+    try:
+        model_state, optim_state = get_state_dict(model, optimizer)
+        dcp.save({"model": model_state, "optimizer": optim_state}, checkpoint_id=tmp)
+        _test_crash(folder.name)
+        if is_main:
+            ckpt.save_atomic({**(extra or {}), "model": {}, "optimizer": {}, "sharded": True},
+                             tmp / STATE)  # fmt: skip
+            _write_marker(tmp)
+            _swap(tmp, folder)
+    except Exception as exc:
+        error = _error_text(exc)
+    return error
+
+
+def load_state(folder: Path) -> dict[str, Any]:
+    """The non-sharded part of a committed folder (``state.pt``), its shards checked.
+
+    Raises :class:`UserError` naming the folder for a torn one (no commit marker) or
+    one whose shard files are missing.
+    """
+    if not folder.is_dir():
+        raise UserError(f"checkpoint {folder} does not exist")
+    if not (folder / MARKER).is_file():
+        raise UserError(
+            f"checkpoint {folder} is torn: it has no commit marker ({MARKER}), the write did "
+            "not finish"
+        )
+    missing = missing_shards(folder)
+    if missing:
+        raise UserError(
+            f"checkpoint {folder} is missing shard files ({', '.join(missing[:3])}); it cannot "
+            "be loaded"
+        )
+    state = ckpt.load_checkpoint(folder / STATE)
+    state["model"], state["optimizer"] = {}, {}
+    return state
+
+
+def missing_shards(folder: Path) -> list[str]:
+    """Files DCP's metadata refers to that are not in ``folder``."""
+    from torch.distributed.checkpoint import FileSystemReader
+
+    try:
+        metadata = FileSystemReader(str(folder)).read_metadata()
+    except Exception:
+        return [".metadata"]
+    wanted = {info.relative_path for info in (metadata.storage_data or {}).values()}
+    return sorted(name for name in wanted if not (folder / name).is_file())
+
+
+def load_into(folder: Path, model: nn.Module, optimizer: torch.optim.Optimizer | None) -> None:
+    """Load the folder's model (and optimizer) state into this rank's shards, resharding
+    as needed (a collective when the model is sharded)."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import (
+        get_model_state_dict,
+        get_state_dict,
+        set_model_state_dict,
+        set_state_dict,
+    )
+
+    try:
+        if optimizer is None:
+            model_state = get_model_state_dict(model)
+            dcp.load({"model": model_state}, checkpoint_id=folder)
+            set_model_state_dict(model, model_state)
+            return
+        model_state, optim_state = get_state_dict(model, optimizer)
+        dcp.load({"model": model_state, "optimizer": optim_state}, checkpoint_id=folder)
+        set_state_dict(model, optimizer, model_state_dict=model_state,
+                       optim_state_dict=optim_state)  # fmt: skip
+    except UserError:
+        raise
+    except Exception as exc:
+        detail = _error_text(exc)
+        raise UserError(f"checkpoint {folder} does not fit this model: {detail}") from None
+
+
+def consolidate(folder: Path) -> dict[str, Any]:
+    """One checkpoint dict (``model`` as a full state_dict, ``config``, ``step``, ...) from
+    a sharded folder, in this process: what ``trainwell export`` writes out.
+
+    Example (in ``tests/test_fsdp.py``)::
+
+        state = consolidate(run / "checkpoints" / "last")
+        model.load_state_dict(state["model"])
+    """
+    import tempfile
+
+    from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
+
+    state = load_state(folder)
+    with tempfile.TemporaryDirectory(prefix="trainwell-consolidate-") as tmp:
+        whole = Path(tmp) / "whole.pt"
+        try:
+            dcp_to_torch_save(folder, whole)
+        except Exception as exc:
+            raise UserError(f"checkpoint {folder} could not be consolidated: "
+                            f"{_error_text(exc)}") from None  # fmt: skip
+        full = torch.load(whole, map_location="cpu", weights_only=True)
+    state["model"] = {k: v for k, v in full["model"].items() if isinstance(v, torch.Tensor)}
+    state["optimizer"] = full.get("optimizer", {})
+    del state["sharded"]
+    return state
+
+
+def is_folder(path: Path) -> bool:
+    """Whether ``path`` is a sharded checkpoint folder (committed or not).
+
+    Example:
+        >>> is_folder(Path("runs/x/checkpoints/last.pt"))
+        False
+    """
+    return path.is_dir() and ((path / MARKER).exists() or (path / ".metadata").exists()
+                              or (path / STATE).exists())  # fmt: skip
+
+
+def _write_marker(folder: Path) -> None:
+    with open(folder / MARKER, "w") as f:
+        f.write("committed\n")
+        f.flush()
+        os.fsync(f.fileno())
+    ckpt.fsync_dir(folder)
+
+
+def _swap(tmp: Path, folder: Path) -> None:
+    """``tmp`` becomes ``folder``; the old ``folder`` goes only after."""
+    old = folder.parent / f".{folder.name}.old"
+    shutil.rmtree(old, ignore_errors=True)
+    if folder.exists():
+        os.replace(folder, old)
+    os.replace(tmp, folder)
+    ckpt.fsync_dir(folder.parent)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _error_text(exc: BaseException) -> str:
+    # DCP wraps each rank's failure (CheckpointException): the first cause says what failed.
+    failures = getattr(exc, "failures", None)
+    if failures:
+        first = next(iter(failures.values()))
+        exc = first[0] if isinstance(first, tuple) else first  # (exception, its traceback)
+    if isinstance(exc, OSError):
+        return f"{exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else "")
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text[:240]}"
+
+
+def _test_crash(name: str) -> None:
+    # Test-only: die after the shards are written and before the commit marker, to check
+    # that a torn folder is never loaded (read here only, at checkpoint writes).
+    if os.environ.get("TRAINWELL_TEST_CRASH_IN_SAVE") == name:
+        os._exit(13)
