@@ -45,7 +45,10 @@ def _export(sub: argparse._SubParsersAction) -> None:
     )
     export.add_argument("source", metavar="RUN_OR_CHECKPOINT")
     export.add_argument(
-        "--format", choices=["onnx", "torchscript", "safetensors"], default="safetensors"
+        "--format",
+        choices=["onnx", "torchscript", "safetensors", "pt"],
+        default="safetensors",
+        help="pt: the checkpoint as one file (a sharded fsdp checkpoint consolidated)",
     )
     export.add_argument(
         "--out", "--output", dest="out", metavar="PATH",
@@ -99,7 +102,8 @@ def _run_export(args: argparse.Namespace) -> int:
         print(f"trainwell: failed: {exc}; nothing was written", file=sys.stderr)
         return 1
     print("\n".join(result.lines()))
-    detail = "weights only; read back and identical" if args.format == "safetensors" else "checked"
+    detail = {"safetensors": "weights only; read back and identical",
+              "pt": "read back and identical"}.get(args.format, "checked")  # fmt: skip
     print(f"wrote {result.path} ({detail})")
     return 0
 

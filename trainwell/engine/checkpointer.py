@@ -154,7 +154,7 @@ class Checkpointer:
             detail = " ".join(str(exc).split())[:300]
             raise UserError(f"the checkpoint does not fit this model: {detail}") from None
         try:
-            self.optimizer.load_state_dict(state["optimizer"])
+            _load_optimizer(self.model, self.optimizer, state["optimizer"])
         except (ValueError, KeyError) as exc:
             raise UserError(f"the checkpoint's optimizer state does not fit: {exc}") from None
 
@@ -233,6 +233,17 @@ class Checkpointer:
             state = ckpt.load_checkpoint(best)
             self.model.load_state_dict(state["model"])
         return f"{best.name} (step {int(state['step'])})"
+
+
+def _load_optimizer(model: nn.Module, optimizer: torch.optim.Optimizer, saved: dict) -> None:
+    groups = saved.get("param_groups") or [{}]
+    if groups[0].get("params") and isinstance(groups[0]["params"][0], str):
+        # Keyed by parameter name: a sharded checkpoint consolidated (`export --format pt`).
+        from torch.distributed.checkpoint.state_dict import set_optimizer_state_dict
+
+        set_optimizer_state_dict(model, optimizer, saved)
+    else:
+        optimizer.load_state_dict(saved)
 
 
 def _save_files(run: RunDir, names: list[str], state: dict[str, Any]) -> str | None:

@@ -22,6 +22,7 @@ from torch import nn
 from torch.utils.data import Sampler
 
 from trainwell._options import check_choice, option
+from trainwell.engine.compiling import submodule
 from trainwell.errors import UserError
 
 
@@ -181,6 +182,8 @@ def wrap(
 def _shard(
     model: nn.Module, place: Placement, cfg: DistConfig, precision: str, say: Callable
 ) -> nn.Module:
+    for name in cfg.fsdp_modules:  # a typo is news on one process too
+        submodule(model, name, "dist.fsdp_modules")
     if not place.distributed:
         say("note: dist.strategy=fsdp on one process: nothing to shard, training unsharded "
             "(checkpoints are still sharded folders, resumable on N processes)")  # fmt: skip

@@ -15,8 +15,12 @@ Loading goes through DCP, which reshards: a checkpoint written by 2 processes lo
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
+import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +58,8 @@ def save(
     barrier()
     try:
         model_state, optim_state = get_state_dict(model, optimizer)
-        dcp.save({"model": model_state, "optimizer": optim_state}, checkpoint_id=tmp)
+        with _one_process_quiet():
+            dcp.save({"model": model_state, "optimizer": optim_state}, checkpoint_id=tmp)
         _test_crash(folder.name)
         if is_main:
             ckpt.save_atomic({**(extra or {}), "model": {}, "optimizer": {}, "sharded": True},
@@ -114,15 +119,16 @@ def load_into(folder: Path, model: nn.Module, optimizer: torch.optim.Optimizer |
     )
 
     try:
-        if optimizer is None:
-            model_state = get_model_state_dict(model)
-            dcp.load({"model": model_state}, checkpoint_id=folder)
-            set_model_state_dict(model, model_state)
-            return
-        model_state, optim_state = get_state_dict(model, optimizer)
-        dcp.load({"model": model_state, "optimizer": optim_state}, checkpoint_id=folder)
-        set_state_dict(model, optimizer, model_state_dict=model_state,
-                       optim_state_dict=optim_state)  # fmt: skip
+        with _one_process_quiet():
+            if optimizer is None:
+                model_state = get_model_state_dict(model)
+                dcp.load({"model": model_state}, checkpoint_id=folder)
+                set_model_state_dict(model, model_state)
+                return
+            model_state, optim_state = get_state_dict(model, optimizer)
+            dcp.load({"model": model_state, "optimizer": optim_state}, checkpoint_id=folder)
+            set_state_dict(model, optimizer, model_state_dict=model_state,
+                           optim_state_dict=optim_state)  # fmt: skip
     except UserError:
         raise
     except Exception as exc:
@@ -169,6 +175,14 @@ def is_folder(path: Path) -> bool:
                               or (path / STATE).exists())  # fmt: skip
 
 
+@contextlib.contextmanager
+def _one_process_quiet() -> Iterator[None]:
+    # DCP warns on every call without a process group; one process is a supported case.
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="torch.distributed is disabled")
+        yield
+
+
 def _write_marker(folder: Path) -> None:
     with open(folder / MARKER, "w") as f:
         f.write("committed\n")
@@ -201,7 +215,8 @@ def _error_text(exc: BaseException) -> str:
 
 
 def _test_crash(name: str) -> None:
-    # Test-only: die after the shards are written and before the commit marker, to check
-    # that a torn folder is never loaded (read here only, at checkpoint writes).
-    if os.environ.get("TRAINWELL_TEST_CRASH_IN_SAVE") == name:
-        os._exit(13)
+    # Test-only: SIGKILL after the shards are written and before the commit marker (on the
+    # launcher's first attempt), to check that a torn folder is never loaded.
+    first_attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") == "0"
+    if os.environ.get("TRAINWELL_TEST_CRASH_IN_SAVE") == name and first_attempt:
+        os.kill(os.getpid(), signal.SIGKILL)

@@ -2,7 +2,8 @@
 
 Formats: ONNX (dynamic batch axis, named inputs/outputs, ``onnx.checker``, parity in ONNX
 Runtime), TorchScript (traced, or scripted on request; parity of the loaded module) and
-safetensors (the weights alone, read back bit for bit). The source is a checkpoint file
+safetensors (the weights alone, read back bit for bit); ``pt`` writes the checkpoint as
+one file (a sharded ``dist.strategy=fsdp`` folder consolidated). The source is a checkpoint file
 or a run directory (its ``best.pt``, else ``last.pt``); the model is rebuilt from the
 checkpoint's own config and its weights loaded with ``weights_only=True``.
 
@@ -38,6 +39,7 @@ __all__ = [
     "load_model",
     "resolve_checkpoint",
     "to_onnx",
+    "to_checkpoint",
     "to_safetensors",
     "to_torchscript",
 ]
@@ -91,6 +93,21 @@ def to_safetensors(source: str | Path, out: str | Path | None = None) -> ExportR
     return result
 
 
+def to_checkpoint(source: str | Path, out: str | Path | None = None) -> ExportResult:
+    """The checkpoint as one ``.pt`` file: a sharded folder (``dist.strategy=fsdp``)
+    consolidated, read back bit for bit.
+
+    Example:
+        >>> to_checkpoint("runs/my-fsdp-run").path.name  # doctest: +SKIP
+        'best.consolidated.pt'
+    """
+    from trainwell.export.consolidated import write_consolidated
+
+    written, path = write_consolidated(source, out)
+    how = "one file; loads with torch.load(weights_only=True)"
+    return ExportResult(written, "pt", path, None, how)
+
+
 def export_safetensors(source: str | Path, output: str | Path | None = None) -> Path:
     """Write the weights of ``source`` as safetensors (bit-for-bit checked); returns the path.
 
@@ -110,7 +127,8 @@ def export(
     opset: int | None = None,
     script: bool = False,
 ) -> ExportResult:
-    """Export ``source`` to ``format`` (``onnx``, ``torchscript`` or ``safetensors``).
+    """Export ``source`` to ``format`` (``onnx``, ``torchscript``, ``safetensors``, or ``pt``:
+    one checkpoint file, a sharded one consolidated).
 
     Example:
         >>> export("runs/my-run", "torchscript", "model.torchscript")  # doctest: +SKIP
@@ -121,4 +139,6 @@ def export(
         return to_torchscript(source, out, script=script)
     if format == "safetensors":
         return to_safetensors(source, out)
+    if format == "pt":
+        return to_checkpoint(source, out)
     raise UserError(f"export: unknown format {format!r}; choose from {', '.join(FORMATS)}")

@@ -17,7 +17,12 @@ from trainwell.export.parity import Parity, ParityError, check_parity
 from trainwell.export.probe import EXAMPLE_SIZE, probe
 from trainwell.export.source import load_model, resolve_checkpoint
 
-SUFFIXES = {"onnx": ".onnx", "torchscript": ".torchscript", "safetensors": ".safetensors"}
+SUFFIXES = {
+    "onnx": ".onnx",
+    "torchscript": ".torchscript",
+    "safetensors": ".safetensors",
+    "pt": ".consolidated.pt",
+}
 
 
 @dataclass

@@ -23,6 +23,7 @@ from trainwell.data import DataSplits, build_data
 from trainwell.engine.batch import collate_for
 from trainwell.engine.checkpoint import load_checkpoint
 from trainwell.engine.parts import Given, build_steps
+from trainwell.engine.sharded import consolidate, is_folder
 from trainwell.engine.step_fn import Steps, ignore_index_of
 from trainwell.errors import UserError
 from trainwell.imports import resolve
@@ -59,7 +60,8 @@ class Loaded:
 
 
 def resolve_checkpoint(source: str | Path) -> Path:
-    """The checkpoint file behind ``source``: the file itself, or a run's best/last.
+    """The checkpoint behind ``source``: the file (or sharded folder) itself, or a run's
+    best/last.
 
     Example:
         >>> resolve_checkpoint("no/such/run")  # doctest: +ELLIPSIS
@@ -68,11 +70,13 @@ def resolve_checkpoint(source: str | Path) -> Path:
         trainwell.errors.UserError: no/such/run does not exist (give a run directory or ...)
     """
     source = Path(source)
-    if source.is_dir():
-        for name in ("best.pt", "last.pt"):
-            if (source / "checkpoints" / name).is_file():
-                return source / "checkpoints" / name
-        raise UserError(f"{source} holds no checkpoints/best.pt or checkpoints/last.pt")
+    if source.is_dir() and not is_folder(source):
+        for name in ("best.pt", "best", "last.pt", "last"):
+            path = source / "checkpoints" / name
+            if path.is_file() or is_folder(path):
+                return path
+        raise UserError(f"{source} holds no checkpoints/best.pt or checkpoints/last.pt "
+                        "(nor sharded best/ or last/)")  # fmt: skip
     if not source.exists():
         raise UserError(f"{source} does not exist (give a run directory or a checkpoint)")
     return source
@@ -130,7 +134,13 @@ def load_model(source: str | Path) -> Loaded:
         False
     """
     path = resolve_checkpoint(source)
-    return rebuild(path, load_checkpoint(path))
+    return rebuild(path, read_checkpoint(path))
+
+
+def read_checkpoint(path: Path) -> dict[str, Any]:
+    """A checkpoint's state: a ``.pt`` file, or a sharded folder (``dist.strategy=fsdp``)
+    consolidated in memory, its model a full state_dict."""
+    return consolidate(path) if path.is_dir() else load_checkpoint(path)
 
 
 def rebuild(path: Path, state: dict[str, Any]) -> Loaded:

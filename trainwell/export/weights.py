@@ -14,12 +14,11 @@ from typing import Any
 
 import torch
 
-from trainwell.engine.checkpoint import load_checkpoint
 from trainwell.errors import UserError
 from trainwell.export.files import check_destination, staged
 from trainwell.export.parity import Parity, check_parity, run_model
 from trainwell.export.probe import probe
-from trainwell.export.source import rebuild, resolve_checkpoint
+from trainwell.export.source import read_checkpoint, rebuild, resolve_checkpoint
 
 
 def write_safetensors(
@@ -37,7 +36,7 @@ def write_safetensors(
     path = resolve_checkpoint(source)
     out = Path(output) if output else path.with_suffix(".safetensors")
     check_destination(out, path)
-    state = load_checkpoint(path)
+    state = read_checkpoint(path)
     tensors = _weights(state["model"], path)
     metadata = {
         "format": "pt",
@@ -135,12 +134,18 @@ def _check_bits(
     tensors: dict[str, torch.Tensor], loaded: dict[str, torch.Tensor], out: Path
 ) -> None:
     """What a user will load is exactly what was trained; checked before the rename."""
-    bad = [k for k, v in tensors.items() if k not in loaded or not _same_bits(v, loaded[k])]
+    bad = [k for k, v in tensors.items() if k not in loaded or not same_bits(v, loaded[k])]
     if bad or loaded.keys() != tensors.keys():
         raise RuntimeError(f"safetensors parity check failed for {out}: {bad[:5]}")
 
 
-def _same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
+def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether two tensors hold the same bytes (NaN included), dtype and shape.
+
+    Example:
+        >>> same_bits(torch.tensor([float("nan")]), torch.tensor([float("nan")]))
+        True
+    """
     # Bytes, not values: NaN != NaN, and a diverged run's weights still export exactly.
     if a.dtype != b.dtype or a.shape != b.shape:
         return False
