@@ -28,6 +28,7 @@ import torch
 from torch import nn
 
 from trainwell.engine import checkpoint as ckpt
+from trainwell.engine.fsdp import CheckpointException
 from trainwell.errors import UserError
 
 MARKER = ".committed"
@@ -66,7 +67,7 @@ def save(
                              tmp / STATE)  # fmt: skip
             _write_marker(tmp)
             _swap(tmp, folder)
-    except Exception as exc:
+    except (Exception, CheckpointException) as exc:
         error = _error_text(exc)
     return error
 
@@ -131,7 +132,7 @@ def load_into(folder: Path, model: nn.Module, optimizer: torch.optim.Optimizer |
                            optim_state_dict=optim_state)  # fmt: skip
     except UserError:
         raise
-    except Exception as exc:
+    except (Exception, CheckpointException) as exc:
         detail = _error_text(exc)
         raise UserError(f"checkpoint {folder} does not fit this model: {detail}") from None
 
@@ -154,7 +155,7 @@ def consolidate(folder: Path) -> dict[str, Any]:
         whole = Path(tmp) / "whole.pt"
         try:
             dcp_to_torch_save(folder, whole)
-        except Exception as exc:
+        except (Exception, CheckpointException) as exc:
             raise UserError(f"checkpoint {folder} could not be consolidated: "
                             f"{_error_text(exc)}") from None  # fmt: skip
         full = torch.load(whole, map_location="cpu", weights_only=True)
