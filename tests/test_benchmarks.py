@@ -56,3 +56,10 @@ def test_scaling(tmp_path: Path) -> None:
                 "in-process, 1 process x 1 thread", "launcher, 1 process x 2 threads"):  # fmt: skip
         assert row in out, out
     assert "OMP_NUM_THREADS" in out, "the thread setting must be printed"
+
+
+def test_fsdp(tmp_path: Path) -> None:
+    out = run_quick("fsdp.py", tmp_path, "ratio fsdp / ddp (training state bytes per rank)", 240)
+    assert "ratio sharded / gathered (checkpoint write time)" in out
+    # The arithmetic holds exactly: every parameter, gradient and moment split in two.
+    assert "ratio fsdp / ddp (training state bytes per rank): 0.50" in out

@@ -20,8 +20,9 @@ from typing import Any
 import torch
 
 
-def to_device(batch: Any, device: torch.device) -> Any:
-    """``batch`` with every tensor on ``device`` (``non_blocking``), its structure kept.
+def to_device(batch: Any, device: torch.device, channels_last: bool = False) -> Any:
+    """``batch`` with every tensor on ``device`` (``non_blocking``), its structure kept;
+    with ``channels_last``, 4-D floating tensors (images) in that memory format.
 
     Example:
         >>> Point = __import__("collections").namedtuple("Point", "x y")
@@ -29,19 +30,22 @@ def to_device(batch: Any, device: torch.device) -> Any:
         Point(x=tensor([1., 1.]), y='label')
     """
     if isinstance(batch, torch.Tensor):
+        if channels_last and batch.dim() == 4 and batch.is_floating_point():
+            return batch.to(device, non_blocking=True, memory_format=torch.channels_last)
         return batch.to(device, non_blocking=True)
     if isinstance(batch, Mapping):
-        moved = {k: to_device(v, device) for k, v in batch.items()}
+        moved = {k: to_device(v, device, channels_last) for k, v in batch.items()}
         try:
             return moved if type(batch) is dict else type(batch)(moved)
         except TypeError:  # a mapping type that cannot be built from a dict
             return moved
     if isinstance(batch, tuple) and hasattr(batch, "_fields"):  # a named tuple
-        return type(batch)(*(to_device(v, device) for v in batch))
+        return type(batch)(*(to_device(v, device, channels_last) for v in batch))
     if isinstance(batch, (list, tuple)):
-        return type(batch)(to_device(v, device) for v in batch)
+        return type(batch)(to_device(v, device, channels_last) for v in batch)
     if dataclasses.is_dataclass(batch) and not isinstance(batch, type):
-        changes = {f.name: to_device(getattr(batch, f.name), device) for f in _fields(batch)}
+        changes = {f.name: to_device(getattr(batch, f.name), device, channels_last)
+                   for f in _fields(batch)}  # fmt: skip
         return dataclasses.replace(batch, **changes)
     return batch
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import torch
 from rich.console import Console
 from torch import nn
 from torch.utils.data import DataLoader
@@ -162,6 +163,8 @@ def _fit(s: _Session, dry_run: bool) -> FitResult:
         s.console.print(f"activation checkpointing: {len(blocks)} blocks recompute in "
                         f"backward ({', '.join(blocks[:4])}{', ...' if len(blocks) > 4 else ''})",
                         highlight=False)  # fmt: skip
+    if cfg.model.channels_last:
+        parts.model.to(memory_format=torch.channels_last)  # 4-D (conv) weights; others stay
     # DDP on several processes, or FSDP; `model` stays the raw module whose state is saved.
     net = wrap(parts.model, place, cfg.dist, resolve_precision(cfg.train.precision, place.device),
                say=lambda line: s.console.print(line, highlight=False, markup=False))  # fmt: skip
@@ -214,7 +217,7 @@ def _assemble(s: _Session, parts: Parts, net: nn.Module, data: TrainData) -> Tra
     if cfg.train.compile:
         eager, net = net, compile_model(net, cfg.train.compile_mode)
     stepper = Stepper(net, parts.steps.train, optimizer, precision, cfg.train.grad_clip,
-                      place.device, eager=eager,
+                      place.device, eager=eager, channels_last=cfg.model.channels_last,
                       on_compile_failure=lambda line: s.console.print(
                           f"[yellow]warning[/]: {line}", highlight=False))  # fmt: skip
     return Trainer(

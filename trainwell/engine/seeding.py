@@ -36,7 +36,9 @@ def set_deterministic(enabled: bool) -> None:
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     torch.use_deterministic_algorithms(enabled)
     torch.backends.cudnn.deterministic = enabled
-    torch.backends.cudnn.benchmark = False if enabled else torch.backends.cudnn.benchmark
+    # Off determinism, cuDNN times its algorithms once per input shape and keeps the
+    # fastest (the same choice on every later step of that shape).
+    torch.backends.cudnn.benchmark = not enabled
     # oneDNN's bf16 kernels on the CPU (bf16 autocast, chosen by precision=auto where the
     # CPU has native bf16) split reductions over threads as the threads come free: two
     # runs of one seed on a busy machine differed in half the tries, which breaks the

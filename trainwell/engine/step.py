@@ -68,6 +68,8 @@ class Stepper:
     clock: StepClock | None = None
     eager: nn.Module | None = None
     on_compile_failure: Callable[[str], None] = print
+    # model.channels_last: 4-D inputs in the memory format the model's weights are in.
+    channels_last: bool = False
     params: list[torch.Tensor] = field(init=False)
     # Samples through this process so far (for samples/s).
     samples: int = field(init=False, default=0)
@@ -75,7 +77,7 @@ class Stepper:
     def __post_init__(self) -> None:
         self.params = [p for p in self.net.parameters() if p.requires_grad]
         # A DataLoader yields CPU tensors: on the CPU there is nothing to move.
-        self._move = self.device.type != "cpu"
+        self._move = self.device.type != "cpu" or self.channels_last
         # fp32 and one process: no context to enter per micro-batch (a hot path).
         self._fp32 = self.precision.dtype is None
 
@@ -112,7 +114,7 @@ class Stepper:
             self.inspect(batch)
         clock = self.clock
         if self._move:
-            batch = to_device(batch, self.device)
+            batch = to_device(batch, self.device, self.channels_last)
             if clock is not None:
                 clock.mark("copy")
         count = sample_count(batch)

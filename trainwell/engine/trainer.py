@@ -330,6 +330,7 @@ class Evaluator:
     # FSDP: each forward gathers weights from every rank, so every rank must run as many
     # forwards as the one with the most batches (its shard of the data may be longer).
     lockstep: bool = False
+    channels_last: bool = False
 
     @torch.inference_mode()
     def __call__(self, loader: DataLoader) -> dict[str, float]:
@@ -339,7 +340,7 @@ class Evaluator:
         sums = MetricSums(device, torch.float64)
         batch, count = None, 0
         for batch in loader:
-            batch = to_device(batch, device)
+            batch = to_device(batch, device, self.channels_last)
             _, metrics, n = unpack(self._forward(batch), sample_count(batch), "the eval step")
             sums.add(metrics, n)
             count += 1

@@ -131,6 +131,10 @@ class ModelConfig:
         "returning an nn.Module",
     )
     kwargs: dict[str, Any] = option({}, "keyword arguments for the model's callable")
+    channels_last: bool = option(
+        False, "keep conv weights and 4-D inputs in channels_last memory format (faster "
+        "convolutions under AMP on tensor cores)"
+    )
     activation_checkpointing: Any = option(
         False,
         "recompute activations in backward to save memory: true (the children of the "
