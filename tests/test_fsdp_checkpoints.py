@@ -158,3 +158,29 @@ def test_config_names_the_strategies(tmp_path):
     assert code == 2 and "dist.strategy: expected one of ddp, fsdp; got 'zero3'" in err
     code, _, err = _cli(tmp_path, "train", *RUN, "dist.fsdp_modules=[nope]", "--dry-run")
     assert code == 2 and "dist.fsdp_modules: the model has no module 'nope'" in err
+
+
+def test_a_model_without_blocks_is_sharded_at_the_root_and_says_so(tmp_path):
+    import torch.distributed as dist
+
+    class Flat(nn.Module):  # no ModuleList, no Sequential
+        def __init__(self) -> None:
+            super().__init__()
+            self.a, self.b = nn.Linear(4, 8), nn.Linear(8, 2)
+
+        def forward(self, x):
+            return self.b(self.a(x).relu())
+
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0,
+                            world_size=1)  # fmt: skip
+    try:
+        lines: list[str] = []
+        model = Flat()
+        assert shard(model, 1, torch.device("cpu"), modules=[], precision="fp32",
+                     say=lines.append) == []  # fmt: skip
+        assert "sharding the root module only" in lines[0]
+        assert type(model.a.weight).__name__ == "DTensor"
+        model(torch.ones(3, 4)).sum().backward()  # it trains
+        assert model.a.weight.grad is not None
+    finally:
+        dist.destroy_process_group()
