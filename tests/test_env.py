@@ -7,6 +7,7 @@ import importlib.metadata
 import io
 import json
 import os
+import shutil
 import subprocess
 
 import pytest
@@ -352,12 +353,12 @@ def test_old_torch_warns(version, warned):
 
 
 def test_missing_nvidia_smi_gives_no_driver(monkeypatch):
-    monkeypatch.setattr(env.shutil, "which", lambda name: None)
+    monkeypatch.setattr(shutil, "which", lambda name: None)
 
     def no_run(*args, **kwargs):
         raise AssertionError("nvidia-smi must not be run when it is not on PATH")
 
-    monkeypatch.setattr(env.subprocess, "run", no_run)
+    monkeypatch.setattr(subprocess, "run", no_run)
     info = env.collect()
 
     assert info["driver"] is None
@@ -376,8 +377,8 @@ def test_nvidia_smi_output_is_parsed(monkeypatch):
             )
         return subprocess.CompletedProcess(cmd, 0, stdout=out, stderr="")
 
-    monkeypatch.setattr(env.shutil, "which", lambda name: "/usr/bin/nvidia-smi")
-    monkeypatch.setattr(env.subprocess, "run", fake_run)
+    monkeypatch.setattr(shutil, "which", lambda name: "/usr/bin/nvidia-smi")
+    monkeypatch.setattr(subprocess, "run", fake_run)
     driver = env.collect()["driver"]
 
     assert driver["driver_version"] == "550.54.15"
@@ -412,8 +413,8 @@ def test_failing_nvidia_smi_never_crashes(monkeypatch, failure):
             raise failure
         return failure
 
-    monkeypatch.setattr(env.shutil, "which", lambda name: "/usr/bin/nvidia-smi")
-    monkeypatch.setattr(env.subprocess, "run", fake_run)
+    monkeypatch.setattr(shutil, "which", lambda name: "/usr/bin/nvidia-smi")
+    monkeypatch.setattr(subprocess, "run", fake_run)
     info = env.collect()
     driver = info["driver"]
 
