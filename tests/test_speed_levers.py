@@ -217,3 +217,47 @@ def test_train_profile_writes_a_trace_beside_the_doctor(tmp_path):
         ops = list(csv.DictReader(f))
     assert ops and "cpu_memory_mb" in ops[0]
     assert read_summary(run)["status"] == "completed"
+
+
+def test_a_compile_failure_on_a_later_micro_batch_counts_each_sample_once():
+    from trainwell.engine.metrics import MetricSums
+    from trainwell.engine.precision import Precision
+    from trainwell.engine.step import Stepper
+    from trainwell.engine.step_fn import LossStep
+
+    class CompileError(RuntimeError):
+        pass
+
+    CompileError.__module__ = "torch._dynamo.exc"  # what is_compile_error looks for
+
+    class FailsOnSecondCall(nn.Module):
+        def __init__(self, inner: nn.Module) -> None:
+            super().__init__()
+            self.inner, self.calls = inner, 0
+
+        def forward(self, x):
+            self.calls += 1
+            if self.calls == 2:
+                raise CompileError("graph break on the second micro-batch")
+            return self.inner(x)
+
+    g = torch.Generator().manual_seed(0)
+    batches = [(torch.randn(4, 3, generator=g), torch.tensor([0, 1, 0, 1])) for _ in range(2)]
+
+    def one_step(net, eager):
+        sums = MetricSums(torch.device("cpu"))
+        cpu = torch.device("cpu")
+        stepper = Stepper(net, LossStep(nn.CrossEntropyLoss()),
+                          torch.optim.SGD(net.parameters(), lr=0.1),
+                          Precision.build("fp32", cpu), 0.0, cpu, eager=eager,
+                          on_compile_failure=lambda line: None)  # fmt: skip
+        stepper(batches, sums)
+        return sums.means(), stepper.samples
+
+    torch.manual_seed(0)
+    plain = nn.Linear(3, 2)
+    expected = one_step(plain, None)
+    torch.manual_seed(0)
+    inner = nn.Linear(3, 2)
+    assert one_step(FailsOnSecondCall(inner), inner) == expected
+    assert torch.equal(inner.weight, plain.weight)

@@ -158,6 +158,9 @@ class Stepper:
         not compile trains eager, with one line saying why."""
         eager, self.eager = self.eager, None
         samples = self.samples
+        # Micro-batches before the one that failed added their metrics: the eager retake
+        # adds them again, so the sums go back to where they were.
+        saved = sums.state_dict() if sums is not None else None
         self.optimizer.zero_grad(set_to_none=True)
         accum = len(micro_batches)
         try:
@@ -170,6 +173,8 @@ class Stepper:
                 raise
             self.on_compile_failure(compile_failure_line(exc))
             self.net, self.samples = eager, samples
+            if sums is not None and saved is not None:
+                sums.load_state_dict(saved)
             # Nothing of this step was applied: the optimizer has not stepped.
             return self(micro_batches, sums, norms)
         self._update(norms)
