@@ -1,4 +1,5 @@
-"""How many optimizer steps per second trainwell's loop runs, next to a hand-written loop.
+"""How many optimizer steps per second trainwell's loop runs, next to a hand-written loop
+and to PyTorch Lightning's Trainer.
 
 What is measured
 ----------------
@@ -30,43 +31,39 @@ batches dropped, ``num_workers=0``), on the CPU, with the same number of intra-o
   ``log.mlflow=true`` (a SQLite store in the temporary folder): what the two loggers cost
   at log_every 10 (the project's aim: under 2% of steps/s). Runs where both extras are
   installed.
+- **Lightning**: PyTorch Lightning's ``Trainer`` set to do lean trainwell's work
+  (``benchmarks/_lightning_side.py``). An optional dependency (``pip install -e
+  '.[bench]'``): without it, one line says the side is skipped.
 
 The doctor is off on every trainwell side (``doctor.enabled=false``;
 ``benchmarks/doctor_overhead.py`` measures it). ``--model mlp`` trains a tiny MLP (one
 hidden layer of 64) instead of the CNN: the smallest step, where the loop's own Python
 weighs most.
 
-Only the training steps are timed. For trainwell that is ``summary["train_time_s"]``: in
-``trainwell/engine/trainer.py`` the clock runs, per epoch, from just after the epoch's data
-iterator is made until its last step (log points and ``checkpoint.every_steps`` writes
-included, off here); the end-of-epoch work (the epoch loss read, ``metrics.csv`` flush,
-``last.pt`` checkpoint) falls outside it, and so do setup, ``env.json`` and the curves
-plot. The hand-written loop is timed the same way (per epoch, from after ``iter(loader)``
-to its last step); it writes no checkpoints at all. The steps per second of the whole
-``fit()`` call (setup, a ``last.pt`` every epoch, the plot: everything) are shown as a
-separate figure, for information only: with 19 steps per epoch on the digits, fixed costs
-weigh a lot there. A last column, the typical step, is the median time between two
-forward passes (noted by the same forward pre-hook on both sides): the steady-state cost of
-one step, free of epoch-boundary effects and of most machine noise. (On a CPU, the first
-steps after any pause, such as trainwell's end-of-epoch checkpoint, run on cold caches and
-are slower; they are inside ``train_time_s``.)
+Only the training steps are timed: for trainwell ``summary["train_time_s"]`` (per epoch,
+from just after the epoch's data iterator is made to its last step; log points included;
+setup, evaluation, the end-of-epoch ``last.pt`` and the plot outside), for the
+hand-written loop and Lightning the same span. The whole ``fit()`` call's steps/s is
+shown for information. The typical step is the median time between two forward passes
+(the same forward pre-hook on every side): the steady state, free of epoch boundaries
+and of most machine noise.
 
-Runs alternate (hand-written, trainwell lean, trainwell defaults, with the order rotated
-each repeat) after one warm-up run of each, so that machine noise hits every side alike;
-the table gives the median of each and the ratio of the medians. Run directories go to a
-temporary folder that is removed afterwards.
+Runs alternate (every side in turn, the order rotated each repeat) after one warm-up run
+of each, so that machine noise hits every side alike; the table gives the median of each
+and the ratio of the medians. Run directories go to a temporary folder, removed after.
 
 How to run
 ----------
 ::
 
-    python benchmarks/overhead.py                 # about a minute on a 2-core CPU
+    python benchmarks/overhead.py                 # about three minutes on a 2-core CPU
     python benchmarks/overhead.py --quick         # a few seconds: a smoke run
     python benchmarks/overhead.py --steps 1000 --repeats 7 --batch-size 64 --threads 1
 
-The last lines read ``ratio (trainwell user step / hand-written + 2 metrics, steps/s): ..``
-and ``ratio (trainwell / hand-written, steps/s): 0.98`` (lean trainwell over
-hand-written). Speed is measured here, never asserted.
+The last lines read ``ratio (trainwell user step / hand-written + 2 metrics, steps/s): ..``,
+``ratio (trainwell / Lightning, steps/s): ..`` (or the line saying that side is skipped)
+and ``ratio (trainwell / hand-written, steps/s): 0.98`` (lean trainwell over each).
+Speed is measured here, never asserted.
 """
 
 from __future__ import annotations
@@ -84,6 +81,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 import torch
+from _lightning_side import MISSING as LIGHTNING_MISSING
+from _lightning_side import train_lightning
 from rich.console import Console
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
@@ -103,9 +102,11 @@ DEFAULTS = "trainwell (defaults)"
 HAND_METRICS = "hand-written + 2 metrics"
 STEP = "trainwell (user step, 2 metrics)"
 LOGGERS = "trainwell (defaults + TB + MLflow)"
+LIGHTNING = "Lightning Trainer"
 # TensorBoard and MLflow are optional extras: their side runs where both are installed.
 WITH_LOGGERS = all(importlib.util.find_spec(m) for m in ("tensorboard", "mlflow"))
 VARIANTS = (HAND, LEAN, DEFAULTS, HAND_METRICS, STEP) + ((LOGGERS,) if WITH_LOGGERS else ())
+VARIANTS += () if LIGHTNING_MISSING else (LIGHTNING,)
 MODEL = "cnn"  # set from --model
 
 
@@ -120,7 +121,7 @@ class Timing(NamedTuple):
 def make_model(stamps: list[float]) -> nn.Module:
     """The same architecture and initial weights on every side.
 
-    A forward pre-hook (the same on both sides, about a microsecond) notes when each
+    A forward pre-hook (the same on every side, about a microsecond) notes when each
     forward pass starts, for the typical step time.
     """
     torch.manual_seed(SEED)
@@ -154,6 +155,18 @@ def user_step(model: nn.Module, batch: list[torch.Tensor]) -> dict[str, torch.Te
     return {"loss": nn.functional.cross_entropy(out, y), "acc": acc, "conf": conf}
 
 
+def make_loader(train: TensorDataset, batch_size: int) -> DataLoader:
+    """The hand-written and Lightning sides' loader (trainwell's has the same settings)."""
+    return DataLoader(
+        train,
+        batch_size=batch_size,
+        shuffle=True,
+        drop_last=True,
+        num_workers=0,
+        generator=torch.Generator().manual_seed(SEED),
+    )
+
+
 def run_hand(
     train: TensorDataset, steps: int, batch_size: int, metrics: bool = False
 ) -> Timing:
@@ -164,14 +177,7 @@ def run_hand(
     model = make_model(stamps)
     optimizer = build_optimizer(OptimConfig(), model)  # AdamW, same param groups as trainwell
     loss_fn = nn.CrossEntropyLoss()
-    loader = DataLoader(
-        train,
-        batch_size=batch_size,
-        shuffle=True,
-        drop_last=True,
-        num_workers=0,
-        generator=torch.Generator().manual_seed(SEED),
-    )
+    loader = make_loader(train, batch_size)
     model.train()
     done, steps_time = 0, 0.0
     sums = torch.zeros(3)
@@ -192,6 +198,15 @@ def run_hand(
                 break
         steps_time += time.perf_counter() - t0
     sums.tolist()  # the one read of the sums, as trainwell's log point
+    return Timing(steps_time, time.perf_counter() - wall0, typical_step(stamps))
+
+
+def run_lightning(train: TensorDataset, steps: int, batch_size: int, root: Path) -> Timing:
+    """Lightning's Trainer for ``steps`` steps (``benchmarks/_lightning_side.py``)."""
+    wall0 = time.perf_counter()
+    stamps: list[float] = []
+    model = make_model(stamps)
+    steps_time = train_lightning(model, make_loader(train, batch_size), steps, root)
     return Timing(steps_time, time.perf_counter() - wall0, typical_step(stamps))
 
 
@@ -261,9 +276,10 @@ def positive_int(text: str) -> int:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        description="Optimizer steps/s of trainwell.fit next to a hand-written loop."
+        description="Optimizer steps/s of trainwell.fit next to a hand-written loop and "
+        "Lightning's Trainer."
     )
-    parser.add_argument("--steps", type=positive_int, default=600, help="steps per run")
+    parser.add_argument("--steps", type=positive_int, default=400, help="steps per run")
     parser.add_argument("--repeats", type=positive_int, default=5, help="timed runs per side")
     parser.add_argument("--batch-size", type=positive_int, default=64)
     parser.add_argument("--model", choices=["cnn", "mlp"], default="cnn", help="model to train")
@@ -282,16 +298,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    global MODEL
-    MODEL = args.model
-    torch.set_num_threads(args.threads)
-    train, _, _ = load_digits_splits()
-    if args.batch_size > len(train):
-        raise SystemExit(f"--batch-size {args.batch_size} exceeds the {len(train)} samples")
+def measure(args: argparse.Namespace, train: TensorDataset) -> dict[str, list[Timing]]:
+    """Every side, a warm-up run each, then ``args.repeats`` rounds in rotated order."""
     steps_per_epoch = len(train) // args.batch_size
-
     timings: dict[str, list[Timing]] = {v: [] for v in VARIANTS}
     with tempfile.TemporaryDirectory(prefix="trainwell-bench-") as tmp:
         run_dirs = (Path(tmp) / f"run-{i}" for i in range(10**9))
@@ -300,6 +309,8 @@ def main(argv: list[str] | None = None) -> int:
             gc.collect()
             if variant in (HAND, HAND_METRICS):
                 return run_hand(train, steps, args.batch_size, variant == HAND_METRICS)
+            if variant == LIGHTNING:
+                return run_lightning(train, steps, args.batch_size, next(run_dirs))
             step = user_step if variant == STEP else None
             lean = variant not in (DEFAULTS, LOGGERS)
             return run_trainwell(
@@ -314,16 +325,17 @@ def main(argv: list[str] | None = None) -> int:
             k = r % len(VARIANTS)
             for variant in VARIANTS[k:] + VARIANTS[:k]:
                 timings[variant].append(run(variant, args.steps))
-    if torch.get_num_threads() != args.threads:
-        print(f"warning: torch now uses {torch.get_num_threads()} threads", file=sys.stderr)
+    return timings
 
+
+def print_table(args: argparse.Namespace, train: TensorDataset, timings: dict) -> None:
     median = statistics.median
     n = args.steps
     print(
         f"trainwell {trainwell.__version__}, torch {torch.__version__}, "
         f"{args.threads} thread(s), CPU, fp32; {MODEL} on the digits ({len(train)} "
-        f"samples, {steps_per_epoch} steps/epoch), batch {args.batch_size}, AdamW; "
-        f"{n} steps x {args.repeats} repeats after a warm-up; medians"
+        f"samples, {len(train) // args.batch_size} steps/epoch), batch {args.batch_size}, "
+        f"AdamW; {n} steps x {args.repeats} repeats after a warm-up; medians"
     )
     print()
     print(
@@ -347,18 +359,23 @@ def main(argv: list[str] | None = None) -> int:
 steps/s: trainwell's from summary["train_time_s"], the training steps of each epoch
   (the first steps after the end-of-epoch work included: they run on cold caches), not
   setup, the end-of-epoch last.pt checkpoint and metrics flush (which the hand-written
-  loop does not do) or the curves plot; the hand-written loop timed alike. The last row
-  divides by the whole fit() call instead.
+  loop does not do) or the curves plot; the hand-written loop timed alike, Lightning
+  from on_train_epoch_start to the epoch's last on_train_batch_end. The last rows
+  divide by the whole fit() call instead.
 typical step: median time between two forward passes, the steady state without
   epoch-boundary effects.
 lean: train.grad_clip=0, sched.name=constant, train.log_every=<steps>;
 defaults: grad_clip 1.0, cosine schedule, log_every 10 (both fp32, no validation data);
-+ TB + MLflow: defaults with log.tensorboard=true and log.mlflow=true (a SQLite store)."""
++ TB + MLflow: defaults with log.tensorboard=true and log.mlflow=true (a SQLite store);
+Lightning: its Trainer doing lean's work (see benchmarks/_lightning_side.py)."""
     )
-    def rate(variant: str) -> float:
-        return median(n / t.steps_time for t in timings[variant])
 
-    defaults, lean = rate(DEFAULTS), rate(LEAN)
+
+def print_ratios(args: argparse.Namespace, timings: dict[str, list[Timing]]) -> None:
+    def rate(variant: str) -> float:
+        return statistics.median(args.steps / t.steps_time for t in timings[variant])
+
+    hand, defaults, lean = rate(HAND), rate(DEFAULTS), rate(LEAN)
     print(f"ratio (trainwell defaults / hand-written, steps/s): {defaults / hand:.3f}")
     print(
         "ratio (trainwell user step / hand-written + 2 metrics, steps/s): "
@@ -369,9 +386,27 @@ defaults: grad_clip 1.0, cosine schedule, log_every 10 (both fp32, no validation
             "ratio (trainwell defaults + TB + MLflow / defaults, steps/s): "
             f"{rate(LOGGERS) / defaults:.3f}"
         )
+    if LIGHTNING_MISSING:
+        print(f"Lightning side skipped: {LIGHTNING_MISSING}")
+    else:
+        print(f"ratio (trainwell / Lightning, steps/s): {lean / rate(LIGHTNING):.3f}")
     print(f"ratio (trainwell / hand-written, steps/s): {lean / hand:.3f}")
-    return 0
 
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    global MODEL
+    MODEL = args.model
+    torch.set_num_threads(args.threads)
+    train, _, _ = load_digits_splits()
+    if args.batch_size > len(train):
+        raise SystemExit(f"--batch-size {args.batch_size} exceeds the {len(train)} samples")
+    timings = measure(args, train)
+    if torch.get_num_threads() != args.threads:
+        print(f"warning: torch now uses {torch.get_num_threads()} threads", file=sys.stderr)
+    print_table(args, train, timings)
+    print_ratios(args, timings)
+    return 0
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -38,10 +38,6 @@ def run_quick(script: str, tmp_path: Path, ratio: str, timeout: float) -> str:
     return proc.stdout
 
 
-def test_overhead(tmp_path: Path) -> None:
-    run_quick("overhead.py", tmp_path, "ratio (trainwell / hand-written, steps/s)", 120)
-
-
 def test_checkpoint(tmp_path: Path) -> None:
     out = run_quick("checkpoint.py", tmp_path, "ratio (durable / plain torch.save)", 120)
     for variant in ("plain torch.save", "plain + fsync", "durable (save_atomic)"):

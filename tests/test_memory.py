@@ -35,7 +35,8 @@ def test_fake_tensors_are_skipped_without_a_warning():
 
 
 def test_the_tensor_walk_keeps_to_its_budget():
-    log = MemoryLog(torch.device("cpu"))
+    assert "mem/tensor_mb" not in MemoryLog(torch.device("cpu")).sample()  # 10 s first
+    log = MemoryLog(torch.device("cpu"), first_walk_s=0)
     first, second = log.sample(), log.sample()
     assert first["mem/rss_mb"] > 10 and "mem/tensor_mb" in first
     assert "mem/rss_mb" in second and "mem/tensor_mb" not in second  # too soon: skipped
@@ -51,6 +52,7 @@ def test_metrics_csv_has_the_machine_rows_at_each_log_point(tmp_path):
     steps = sorted({int(r["step"]) for r in rows})
     for name in ("loss", "lr", "grad_norm", "samples_per_s", "mem/rss_mb"):
         assert sorted(int(r["step"]) for r in rows if r["name"] == name) == steps, name
-    assert any(r["name"] == "mem/tensor_mb" for r in rows)
+    # A run of seconds: walking the live tensors (0.1 s) would cost it more than 1%.
+    assert not any(r["name"] == "mem/tensor_mb" for r in rows)
     assert all(float(r["value"]) > 0 for r in rows if r["name"] == "grad_norm")
     assert "train/grad_norm" not in result.metrics  # logged per window, not an epoch metric
