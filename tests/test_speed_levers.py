@@ -261,3 +261,20 @@ def test_a_compile_failure_on_a_later_micro_batch_counts_each_sample_once():
     inner = nn.Linear(3, 2)
     assert one_step(FailsOnSecondCall(inner), inner) == expected
     assert torch.equal(inner.weight, plain.weight)
+
+
+def test_the_doctor_does_not_break_the_compiled_graph(tmp_path, backend):
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    counters.clear()
+    graphs = []
+    backend(lambda gm, example_inputs: graphs.append(gm) or gm.forward)
+    result = fit(tmp_path, "train.precision=fp32", "train.compile=true", "doctor.enabled=true",
+                 "model.kwargs.dropout=0.1")  # fmt: skip
+    # The doctor's hooks on every module call and on backward are traced through or
+    # stay outside the graph: one graph for the whole forward, no break.
+    assert dict(counters["graph_break"]) == {}
+    assert len(graphs) == 1
+    assert read_summary(result.run_dir)["status"] == "completed"
+    assert json.loads((result.run_dir / "doctor.json").read_text())["steps"] > 0
