@@ -184,3 +184,29 @@ def test_a_model_without_blocks_is_sharded_at_the_root_and_says_so(tmp_path):
         assert model.a.weight.grad is not None
     finally:
         dist.destroy_process_group()
+
+
+def test_a_full_disk_during_a_sharded_write_is_one_line_and_keeps_the_last_one(
+    run_dir, tmp_path, monkeypatch
+):
+    import errno
+
+    import torch.distributed.checkpoint.filesystem as dcp_files
+
+    run = _copy(run_dir, tmp_path)
+    before = {p.name: p.stat().st_mtime_ns for p in (run / "checkpoints" / "last").iterdir()}
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(dcp_files, "_write_item", full)
+    code, out, err = _cli(tmp_path, "train", *RUN, "train.epochs=3", f"run.dir={run}",
+                          "--resume", "auto")  # fmt: skip
+    assert code == 2
+    assert "could not write checkpoint" in err and "No space left on device" in err
+    assert len(err.strip().splitlines()) == 1
+    # The committed last/ is untouched, no temporary folder is left, the run says failed.
+    after = {p.name: p.stat().st_mtime_ns for p in (run / "checkpoints" / "last").iterdir()}
+    assert after == before
+    assert not list((run / "checkpoints").glob(".*.tmp"))
+    assert read_summary(run)["status"] == "failed"

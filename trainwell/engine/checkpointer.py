@@ -212,13 +212,16 @@ class Checkpointer:
             raise UserError(error or f"{who} could not write a checkpoint (see its error)")
 
     def _save_sharded(self, run: RunDir, names: list[str], state: Any) -> str | None:
-        """Every rank writes its shards of each folder (``last.pt`` names ``last/``)."""
+        """Every rank writes its shards of each folder (``last.pt`` names ``last/``); the
+        ranks agree after each one, so that none goes on to the next alone."""
         for name in names:
             error = sharded.save(run.checkpoints / name.removesuffix(".pt"), self.model,
                                  self.optimizer, state, self.place.is_main,
                                  barrier=lambda: barrier(self.place))  # fmt: skip
             if error is not None:
-                return f"could not write checkpoint {run.checkpoints / name}: {error}"
+                error = f"could not write checkpoint {run.checkpoints / name}: {error}"
+            if any_process(error is not None, self.place):
+                return error or f"another process could not write {run.checkpoints / name}"
         return None
 
     def load_best_weights(self, run: RunDir) -> str:

@@ -69,6 +69,8 @@ def save(
             _swap(tmp, folder)
     except (Exception, CheckpointException) as exc:
         error = _error_text(exc)
+        if is_main:  # DCP fails on every rank at once: no rank still writes into it
+            shutil.rmtree(tmp, ignore_errors=True)
     return error
 
 
