@@ -75,7 +75,8 @@ def launch(strategy: str, args: argparse.Namespace) -> dict:
         out = Path(tmp) / "result.json"
         # torchrun's per-launch logs go in our folder, not a torchelastic_* one left in /tmp.
         command = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-                   "--log-dir", str(Path(tmp) / "logs"), "--nproc-per-node", "2", __file__, "--worker", strategy, "--out", str(out),
+                   "--log-dir", str(Path(tmp) / "logs"), "--nproc-per-node", "2",
+                   __file__, "--worker", strategy, "--out", str(out),
                    "--width", str(args.width), "--blocks", str(args.blocks),
                    "--steps", str(args.steps)]  # fmt: skip
         proc = subprocess.run(command, capture_output=True, text=True)
