@@ -204,12 +204,14 @@ class Checkpointer:
                 state["rng_per_rank"] = rngs
                 state["loop_per_rank"] = loops
         if self.sharded:
+            # The ranks agreed on the outcome folder by folder: every rank has the error.
             error = self._save_sharded(run, names, state)
-        else:
-            error = _save_files(run, names, state) if state is not None else None
+            if error is not None:
+                raise UserError(error)
+            return
+        error = _save_files(run, names, state) if state is not None else None
         if any_process(error is not None, place):
-            who = "another process" if self.sharded else "rank 0"
-            raise UserError(error or f"{who} could not write a checkpoint (see its error)")
+            raise UserError(error or "rank 0 could not write a checkpoint (see its error)")
 
     def _save_sharded(self, run: RunDir, names: list[str], state: Any) -> str | None:
         """Every rank writes its shards of each folder (``last.pt`` names ``last/``); the

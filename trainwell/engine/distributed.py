@@ -23,6 +23,7 @@ from torch.utils.data import Sampler
 
 from trainwell._options import check_choice, option
 from trainwell.engine.compiling import submodule
+from trainwell.engine.fsdp import is_sharded, shard
 from trainwell.errors import UserError
 
 
@@ -182,17 +183,15 @@ def wrap(
 def _shard(
     model: nn.Module, place: Placement, cfg: DistConfig, precision: str, say: Callable
 ) -> nn.Module:
-    for name in cfg.fsdp_modules:  # a typo is news on one process too
-        submodule(model, name, "dist.fsdp_modules")
     if not place.distributed:
+        for name in cfg.fsdp_modules:  # a typo is news on one process too (shard() checks N)
+            submodule(model, name, "dist.fsdp_modules")
         say("note: dist.strategy=fsdp on one process: nothing to shard, training unsharded "
             "(checkpoints are still sharded folders, resumable on N processes)")  # fmt: skip
         return model
     if cfg.sync_batchnorm or cfg.find_unused_parameters:
         raise UserError("dist.sync_batchnorm and dist.find_unused_parameters are DDP's; "
                         "FSDP needs neither (set them false with dist.strategy=fsdp)")  # fmt: skip
-    from trainwell.engine.fsdp import shard
-
     blocks = shard(model, place.world_size, place.device, modules=list(cfg.fsdp_modules),
                    precision=precision, reshard_after_forward=cfg.fsdp_reshard_after_forward,
                    cpu_offload=cfg.fsdp_cpu_offload, say=say)  # fmt: skip
@@ -217,7 +216,7 @@ def no_sync(net: nn.Module, sync: bool) -> contextlib.AbstractContextManager:
     inner = getattr(net, "_orig_mod", net)
     if isinstance(inner, nn.parallel.DistributedDataParallel):
         return inner.no_sync()
-    if hasattr(inner, "set_requires_gradient_sync"):  # an FSDP2 module
+    if is_sharded(inner):
         return _fsdp_no_sync(inner)
     return contextlib.nullcontext()
 

@@ -166,7 +166,8 @@ def _fit(s: _Session, dry_run: bool) -> FitResult:
     if cfg.model.channels_last:
         parts.model.to(memory_format=torch.channels_last)  # 4-D (conv) weights; others stay
     # DDP on several processes, or FSDP; `model` stays the raw module whose state is saved.
-    net = wrap(parts.model, place, cfg.dist, resolve_precision(cfg.train.precision, place.device),
+    precision = resolve_precision(cfg.train.precision, place.device)
+    net = wrap(parts.model, place, cfg.dist, precision,
                say=lambda line: s.console.print(line, highlight=False, markup=False))  # fmt: skip
     if place.distributed:
         # Same initial weights everywhere (DDP also broadcasts them), then a random
@@ -178,7 +179,7 @@ def _fit(s: _Session, dry_run: bool) -> FitResult:
         if s.resume is not None:
             raise UserError("doctor.overfit_batch=true is a fresh check; it does not resume a run")
         return overfit_run(cfg, place, net, parts, data, s.console, s.doc)
-    trainer = _assemble(s, parts, net, data)
+    trainer = _assemble(s, parts, net, data, precision)
     if dry_run:
         dry_run_report(s.console, cfg, parts, trainer)
         return FitResult(run_dir=None, metrics={}, model=trainer.model)
@@ -199,7 +200,9 @@ def _total_steps(cfg: Config, data: TrainData) -> int:
     return min(total, cfg.train.max_steps) if cfg.train.max_steps else total
 
 
-def _assemble(s: _Session, parts: Parts, net: nn.Module, data: TrainData) -> Trainer:
+def _assemble(
+    s: _Session, parts: Parts, net: nn.Module, data: TrainData, precision_name: str
+) -> Trainer:
     """The Trainer and its collaborators; nothing written yet (a dry run stops after)."""
     cfg, place = s.cfg, s.place
     model = unwrap(net)
@@ -207,7 +210,7 @@ def _assemble(s: _Session, parts: Parts, net: nn.Module, data: TrainData) -> Tra
     check_warmup(cfg.sched.warmup_steps, total_steps)
     optimizer = build_optimizer(cfg.optim, model)
     scheduler = build_scheduler(cfg.sched, optimizer, total_steps)
-    precision = Precision.build(resolve_precision(cfg.train.precision, place.device), place.device)
+    precision = Precision.build(precision_name, place.device)
     has_val = parts.splits.val is not None
     monitor, mode = resolve_monitor(cfg.early_stop, has_val, parts.task.has_accuracy)
     stopper = EarlyStopping(monitor, mode, cfg.early_stop.patience, cfg.early_stop.min_delta)

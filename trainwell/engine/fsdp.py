@@ -24,15 +24,6 @@ import torch.distributed as dist
 from torch import nn
 
 from trainwell.engine.compiling import repeated_blocks, submodule
-
-try:  # DCP's error, a BaseException: `except Exception` lets it through
-    from torch.distributed.checkpoint.api import CheckpointException
-except ImportError:  # a torch without distributed support
-
-    class CheckpointException(BaseException):  # type: ignore[no-redef]
-        """Stands in for DCP's error where torch.distributed is not built."""
-
-
 from trainwell.errors import UserError
 
 

@@ -28,7 +28,6 @@ import torch
 from torch import nn
 
 from trainwell.engine import checkpoint as ckpt
-from trainwell.engine.fsdp import CheckpointException
 from trainwell.errors import UserError
 
 MARKER = ".committed"
@@ -67,7 +66,7 @@ def save(
                              tmp / STATE)  # fmt: skip
             _write_marker(tmp)
             _swap(tmp, folder)
-    except (Exception, CheckpointException) as exc:
+    except _failures() as exc:
         error = _error_text(exc)
         if is_main:  # DCP fails on every rank at once: no rank still writes into it
             shutil.rmtree(tmp, ignore_errors=True)
@@ -134,7 +133,7 @@ def load_into(folder: Path, model: nn.Module, optimizer: torch.optim.Optimizer |
                            optim_state_dict=optim_state)  # fmt: skip
     except UserError:
         raise
-    except (Exception, CheckpointException) as exc:
+    except _failures() as exc:
         detail = _error_text(exc)
         raise UserError(f"checkpoint {folder} does not fit this model: {detail}") from None
 
@@ -157,7 +156,7 @@ def consolidate(folder: Path) -> dict[str, Any]:
         whole = Path(tmp) / "whole.pt"
         try:
             dcp_to_torch_save(folder, whole)
-        except (Exception, CheckpointException) as exc:
+        except _failures() as exc:
             raise UserError(f"checkpoint {folder} could not be consolidated: "
                             f"{_error_text(exc)}") from None  # fmt: skip
         full = torch.load(whole, map_location="cpu", weights_only=True)
@@ -203,6 +202,16 @@ def _swap(tmp: Path, folder: Path) -> None:
     os.replace(tmp, folder)
     ckpt.fsync_dir(folder.parent)
     shutil.rmtree(old, ignore_errors=True)
+
+
+def _failures() -> tuple[type[BaseException], ...]:
+    """What a DCP call can raise. Its ``CheckpointException`` is a ``BaseException``,
+    which ``except Exception`` lets through. Imported only here, once a call failed:
+    ``torch.distributed.checkpoint`` takes most of a second to import, too much for
+    every ``import trainwell``."""
+    from torch.distributed.checkpoint.api import CheckpointException
+
+    return (Exception, CheckpointException)
 
 
 def _error_text(exc: BaseException) -> str:
