@@ -17,9 +17,8 @@ from __future__ import annotations
 import argparse
 import itertools
 import os
-from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from trainwell.errors import UserError
 
@@ -145,7 +144,7 @@ def profile_run(
     # As in training: the running sums of the step's metrics are part of a step's cost.
     sums = MetricSums(place.device)
     parts.model.train()
-    batches = _batches(data, label_checker(parts.task, parts.splits.train), stepper)
+    batches = stepper.batches(data, label_checker(parts.task, parts.splits.train), "profile")
     with StepProfiler(out, warmup=warmup, active=steps, device=place.device) as profiler:
         for micro_batches in itertools.islice(batches, warmup + steps):
             stepper(micro_batches, sums)
@@ -164,21 +163,6 @@ def _schedule_length(cfg: Config, data: TrainData, needed: int) -> int:
     if cfg.train.max_steps:
         total = min(total, cfg.train.max_steps) if data.steps_per_epoch else cfg.train.max_steps
     return max(total, needed)
-
-
-def _batches(
-    data: TrainData, check: Callable[[Any], None] | None, stepper: Any
-) -> Iterator[list[Any]]:
-    """The micro-batches of each optimizer step, epoch after epoch in training's order
-    (labels checked in the first epoch, as in training)."""
-    for epoch in itertools.count():
-        stepper.inspect = check if epoch == 0 else None
-        empty = True
-        for step in data.epoch(epoch):
-            empty = False
-            yield step
-        if empty:  # an iterable that yields nothing would loop here forever
-            raise UserError("profile: the training data gave not one full optimizer step")
 
 
 def _report(console: Console, profiler: StepProfiler) -> None:

@@ -20,14 +20,11 @@ from __future__ import annotations
 
 import copy
 import csv
-import itertools
 import math
 import os
 import time
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 from rich.console import Console
@@ -197,7 +194,7 @@ def lr_find(
         soft_wrap=True,
     )
     started = time.time()
-    batches = _batches(data, label_checker(parts.task, parts.splits.train), stepper)
+    batches = stepper.batches(data, label_checker(parts.task, parts.splits.train), "lr-find")
     lrs: list[float] = []
     losses: list[float] = []
     smoothed: list[float] = []
@@ -287,16 +284,6 @@ def _check_range(start_lr: float, end_lr: float, steps: int) -> None:
         raise UserError(f"lr-find: --start-lr ({start_lr:g}) must be below --end-lr ({end_lr:g})")
     if steps < 2:
         raise UserError(f"lr-find: --steps must be at least 2; got {steps}")
-
-
-def _batches(
-    data: TrainData, check: Callable[[Any], None] | None, stepper: Stepper
-) -> Iterator[list[Any]]:
-    """The micro-batches of each optimizer step, epoch after epoch in training's data order
-    (labels checked in the first epoch, as in training)."""
-    for epoch in itertools.count():
-        stepper.inspect = check if epoch == 0 else None
-        yield from data.epoch(epoch)
 
 
 def _report(console: Console, result: LRFindResult, end_lr: float) -> None:

@@ -11,9 +11,10 @@ range test report carries over to the real run only if they train exactly as it 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import itertools
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
@@ -25,6 +26,10 @@ from trainwell.engine.distributed import no_sync
 from trainwell.engine.metrics import MetricSums
 from trainwell.engine.precision import Precision
 from trainwell.engine.step_fn import StepFn, unpack
+from trainwell.errors import UserError
+
+if TYPE_CHECKING:
+    from trainwell.engine.loaders import TrainData
 
 
 @dataclass
@@ -180,6 +185,21 @@ class Stepper:
         self._update(norms)
         total = torch.stack(losses).sum()
         return _mean(total, accum)
+
+    def batches(
+        self, data: TrainData, check: Callable[[Any], None] | None, who: str
+    ) -> Iterator[list[Any]]:
+        """The micro-batches of each optimizer step, epoch after epoch in training's data
+        order, with ``check`` (the label check) inspecting the first epoch's batches, as in
+        training: the endless feed of lr-find and the profiler (``who`` names them)."""
+        for epoch in itertools.count():
+            self.inspect = check if epoch == 0 else None
+            empty = True
+            for step in data.epoch(epoch):
+                empty = False
+                yield step
+            if empty:  # an iterable that yields nothing would loop here forever
+                raise UserError(f"{who}: the training data gave not one full optimizer step")
 
     def _forward_backward(self, batch: Any, count: int, accum: int) -> tuple:
         if self._fp32:
