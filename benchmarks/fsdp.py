@@ -98,6 +98,7 @@ def build(args: argparse.Namespace, device):  # -> nn.Sequential
 def worker(args: argparse.Namespace) -> None:
     import torch
     import torch.distributed as dist
+    from _tiny_lm import device_name  # beside this file: the benchmarks' one device line
     from torch import nn
 
     cuda = torch.cuda.is_available() and torch.cuda.device_count() >= 2
@@ -126,7 +127,7 @@ def worker(args: argparse.Namespace) -> None:
     figures = {"state_mb": state_bytes(model, optimizer) / MB,
                "params": sum(p.numel() for p in build(args, "meta").parameters()),
                "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-               "device": torch.cuda.get_device_name(device) if cuda else cpu_name()}  # fmt: skip
+               "device": device_name(device)}  # fmt: skip
     if cuda:
         figures["cuda_peak_mb"] = torch.cuda.max_memory_allocated(device) / MB
     figures.update(write_times(model, optimizer, args.worker, rank))
@@ -187,16 +188,6 @@ def write_times(model, optimizer, strategy: str, rank: int) -> dict[str, float]:
             torch.cuda.empty_cache() if torch.cuda.is_available() else None
         dist.barrier()
     return {k: statistics.median(v) for k, v in times.items() if v}
-
-
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return f"CPU ({line.split(':', 1)[1].strip()}, {os.cpu_count()} cores)"
-    except OSError:
-        pass
-    return f"CPU ({os.cpu_count()} cores)"
 
 
 def report(results: dict, args: argparse.Namespace) -> None:

@@ -22,6 +22,19 @@ def block(lang: str, first_line: str) -> str:
     return found[0]
 
 
+def run_commands(first_line: str, cwd) -> list[str]:
+    """Run each line of the README's bash block starting ``first_line`` (each a
+    ``trainwell`` command) in ``cwd``, as written; their outputs, after each succeeded."""
+    outputs = []
+    for line in block("bash", first_line).splitlines():
+        args = shlex.split(line)
+        assert args[0] == "trainwell"
+        proc = run_subprocess(args[1:], cwd, timeout=300)
+        assert proc.returncode == 0, f"{line}\n{proc.stderr[-2000:]}"
+        outputs.append(proc.stdout)
+    return outputs
+
+
 @pytest.mark.slow
 def test_train_your_own_model_runs_as_written(tmp_path):
     (tmp_path / "models.py").write_text(block("python", "# models.py"))
