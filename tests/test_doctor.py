@@ -137,15 +137,13 @@ def test_the_engine_runs_the_doctor_and_writes_doctor_json(cli, tmp_path):
     assert code == 0 and not (tmp_path / "off" / "doctor.json").exists()
 
 
-def train_with_memory_samples(samples):
-    """100 optimizer steps watched by an AllocatorProbe reading (allocated, reserved)
-    from ``samples`` instead of CUDA."""
-    from trainwell.doctor.probes.allocator_fragmentation import AllocatorProbe
-
+def train_with_memory_samples(samples, probe_class):
+    """100 optimizer steps watched by a memory probe reading (allocated, reserved) from
+    ``samples`` instead of CUDA."""
     series = iter(samples)
     model = torch.nn.Linear(4, 2)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    doc = trainwell.doctor.Doctor(probes=[AllocatorProbe(sample=lambda: next(series))])
+    doc = trainwell.doctor.Doctor(probes=[probe_class(sample=lambda: next(series))])
     with doc:
         for _ in range(100):
             opt.zero_grad()
@@ -155,13 +153,15 @@ def train_with_memory_samples(samples):
 
 
 def test_allocator_fragmentation_from_sampled_memory():
-    from trainwell.doctor.probes.allocator_fragmentation import fragmentation
+    from trainwell.doctor.memory import fragmentation
+    from trainwell.doctor.probes.allocator_fragmentation import AllocatorFragmentationProbe
 
     assert fragmentation([(1000, 2000 + 300 * i) for i in range(10)])
     assert not fragmentation([(1000 + 300 * i, 2000 + 300 * i) for i in range(10)])  # a leak
     assert not fragmentation([(1000, 2000)] * 10)  # steady
     assert not fragmentation([(1000, 2000 + 300 * i) for i in range(5)])  # too early to say
-    doc = train_with_memory_samples([(1000, 2000 + 500 * i) for i in range(100)])
+    doc = train_with_memory_samples([(1000, 2000 + 500 * i) for i in range(100)],
+                                    AllocatorFragmentationProbe)  # fmt: skip
     source = Path(__file__).read_text().splitlines()
     line = next(i for i, t in enumerate(source, 1) if "# the line the finding points at" in t)
     assert [(f.code, f.line) for f in doc.findings] == [("allocator-fragmentation", line)]
@@ -218,10 +218,11 @@ def test_the_frame_sends_every_training_event_and_restores_everything():
             model(x)
     steps = ["on_batch", "on_zero_grad", "on_forward", "on_loss", "on_backward",
              "on_scaler_step", "on_pre_step", "on_step", "on_scaler_update"]  # fmt: skip
-    # The step StepLR's constructor takes is not an event.
+    # The step StepLR's constructor takes is not an event; a forward under no_grad is
+    # an on_forward, then an on_nograd_forward.
     assert rec.events == ["on_optimizer_created", "on_scheduler_created", "on_mode", *steps,
                           *steps, "on_epoch_end", "on_scheduler_step", "on_forward",
-                          "on_end"]  # fmt: skip
+                          "on_nograd_forward", "on_end"]  # fmt: skip
     assert originals == (torch.Tensor.backward, torch.optim.Optimizer.zero_grad,
                          torch.optim.Optimizer.__init__, lr_scheduler.LRScheduler.step,
                          lr_scheduler.LRScheduler.__init__, torch.nn.Module.__call__,
@@ -230,12 +231,14 @@ def test_the_frame_sends_every_training_event_and_restores_everything():
 
 
 def test_allocated_memory_climbing_without_a_named_holder_is_a_leak():
-    from trainwell.doctor.probes.allocator_fragmentation import climbing
+    from trainwell.doctor.memory import climbing
+    from trainwell.doctor.probes.tensor_accumulation import TensorAccumulationProbe
 
     assert climbing([(1000 + 300 * i, 5000) for i in range(10)])
     assert not climbing([(1000, 5000)] * 10)
     assert not climbing([(1000 + 300 * (i % 2), 5000) for i in range(10)])  # oscillates
-    doc = train_with_memory_samples([(1000 + 400 * i, 9000) for i in range(100)])
+    doc = train_with_memory_samples([(1000 + 400 * i, 9000) for i in range(100)],
+                                    TensorAccumulationProbe)  # fmt: skip
     assert [f.code for f in doc.findings] == ["tensor-accumulation"]
     assert "could not name what holds it" in doc.findings[0].message
 

@@ -3,7 +3,7 @@ operation changed a tensor autograd saved: the analysis behind two crash explana
 
 The doctor records, cheaply, the autograd sequence number of the last loss backwarded
 before the last optimizer step (nodes numbered at or below it were made in an earlier
-step) and the inputs of the last training forward (weakly). A graph node numbered
+step) and the inputs of the step's training forwards. A graph node numbered
 below that mark and reached from this step's forward is state carried across steps;
 the variable or attribute that holds it is named from executed lines only: the
 forward's own call (``out, hidden = model(x, hidden)``) or a model attribute.
@@ -15,11 +15,12 @@ import ast
 import re
 import types
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 from torch import nn
 
+from trainwell.doctor.events import ForwardRecord, Reporter
 from trainwell.doctor.graph import walk
 from trainwell.doctor.sites import Site, is_user_file
 from trainwell.doctor.source import attribute_site, parse
@@ -28,6 +29,17 @@ GRAPH_LIMIT = 20_000
 INPLACE = "modified by an inplace operation"
 _SHAPE = re.compile(r"\[torch\.\w+ \[([\d, ]*)\]\]")
 _PRODUCER = re.compile(r"output \d+ of (\w+)")
+
+
+class Watched(Reporter, Protocol):
+    """What the crash explanations read of the doctor, besides what a probe may: the
+    autograd marks of the last steps, the last forward and the modules it has seen."""
+
+    seq_before_step: int  # sequence number of the last loss backwarded before the step
+    last_forward: ForwardRecord | None
+    last_backward: Any  # a weak reference to the last tensor backwarded
+
+    def seen_modules(self) -> list[nn.Module]: ...
 
 
 @dataclass
@@ -63,10 +75,10 @@ def _tensors(value: Any) -> list[torch.Tensor]:
     return []
 
 
-def find_carried(doc: Any) -> Carried | None:
+def find_carried(doc: Watched) -> Carried | None:
     """The state fed from an earlier step's graph into this step's, or ``None``."""
-    mark = getattr(doc, "seq_before_step", -1)
-    for record in getattr(doc, "step_forwards", []):
+    mark = doc.seq_before_step
+    for record in doc.step_forwards:
         if record.steps != doc.steps:
             break
         for index, seq in record.inputs:
@@ -93,9 +105,9 @@ def _argument_name(file: str, line: int, index: int) -> str | None:
     return None
 
 
-def _carried_attribute(doc: Any, mark: int) -> Carried | None:
+def _carried_attribute(doc: Watched, mark: int) -> Carried | None:
     """A module attribute (``self.hidden``) whose graph reaches an earlier step."""
-    for model in list(getattr(doc, "_models", {}).keys()):
+    for model in doc.seen_modules():
         for path, module in model.named_modules():
             for attr, value in list(vars(module).items()):
                 if attr.startswith("_") or isinstance(value, nn.Parameter):
@@ -280,16 +292,13 @@ def _user_site() -> Site | None:
     return Site(f.f_code.co_filename, f.f_lineno) if f is not None else None
 
 
-def replay_inplace(doc: Any, producer: str) -> Site | None:
+def replay_inplace(doc: Watched, producer: str) -> Site | None:
     """Run the last training forward again, recording in-place ops on the tensor kind
     the error names; the script has crashed, so changing the model's state is harmless."""
-    record = getattr(doc, "last_forward", None)
-    module = record.module() if record is not None else None
-    if module is None:
+    record = doc.last_forward
+    if record is None:
         return None
-    args = [ref() for _, ref in record.args]
-    if any(a is None for a in args):
-        return None
+    module, args = record.module, record.args
     recorder = _InplaceRecorder(producer)
     try:
         with doc.muted(), recorder:

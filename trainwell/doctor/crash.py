@@ -16,6 +16,7 @@ import torch
 
 from trainwell.doctor.carried import (
     INPLACE,
+    Watched,
     detach_fix,
     find_carried,
     inplace_line,
@@ -39,7 +40,7 @@ DEVICE_MARKERS = (
 )
 
 
-def explain(doc: Any, exc: BaseException) -> None:
+def explain(doc: Watched, exc: BaseException) -> None:
     """Add findings that explain ``exc``, when a known pitfall caused it."""
     doc.crashed = True
     frame = _innermost_user_frame(exc.__traceback__)
@@ -199,7 +200,7 @@ def _parameters(frame: types.FrameType) -> list[torch.nn.Parameter]:
     return list(seen.values())
 
 
-def _second_backward(doc: Any, frame: types.FrameType) -> Finding | None:
+def _second_backward(doc: Watched, frame: types.FrameType) -> Finding | None:
     """A state carried from step to step (``h = rnn(x, h)``) without ``detach()``."""
     carried = find_carried(doc)
     if carried is None:
@@ -219,11 +220,11 @@ def _second_backward(doc: Any, frame: types.FrameType) -> Finding | None:
     )
 
 
-def _inplace(doc: Any, frame: types.FrameType, text: str) -> Finding | None:
+def _inplace(doc: Watched, frame: types.FrameType, text: str) -> Finding | None:
     """Autograd's "modified by an inplace operation", explained: a carried state whose
     weights the optimizer changed, a step between a forward and its backward, or an
     in-place op on a tensor autograd saved."""
-    ref = getattr(doc, "last_backward", None)
+    ref = doc.last_backward
     loss = ref() if ref is not None else None
     mod = parse_modified(text, loss)
     backward = {"file": frame.f_code.co_filename, "line": frame.f_lineno, "what": "backward"}

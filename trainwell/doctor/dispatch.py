@@ -7,7 +7,9 @@ hooks and wrappers around ``Tensor.backward``, ``Optimizer.zero_grad``,
 around the losses, ``GradScaler.step`` / ``update``, ``Module.train``, the optimizer,
 scheduler and DataLoader constructors add the rest. Probes subscribe by having the
 ``on_*`` methods of :data:`~trainwell.doctor.events.EVENTS`; a probe that has seen enough
-unsubscribes and costs nothing after. Everything installed is removed on exit.
+unsubscribes and costs nothing after: an event no probe listens to is not even made, and
+a wrapper that only serves such events is taken off torch until a probe subscribes
+again. Everything installed is removed on exit.
 """
 
 from __future__ import annotations
@@ -21,14 +23,24 @@ from typing import Any
 import torch
 from torch import nn
 
-from trainwell.doctor.events import EVENTS, BackwardEvent, ForwardEvent, StepEvent, StopTraining
+from trainwell.doctor.events import (
+    EVENTS,
+    BackwardEvent,
+    BatchEvent,
+    ForwardEvent,
+    ForwardRecord,
+    LossWatch,
+    StepEvent,
+    StopTraining,
+)
 from trainwell.doctor.findings import Finding
-from trainwell.doctor.patches import install_warning_relay, remove_warning_relay, replacements
+from trainwell.doctor.patches import (
+    Patch,
+    install_warning_relay,
+    remove_warning_relay,
+    replacements,
+)
 from trainwell.doctor.sites import variable_name
-
-
-def _is_model(module: nn.Module) -> bool:
-    return any(True for _ in module.parameters())
 
 
 class Dispatcher:
@@ -49,10 +61,17 @@ class Dispatcher:
         on_finding: Any = None,
     ) -> None:
         self.probes = probes
-        # Each event's handlers, looked up once (the hooks run every step).
-        self._handlers = {
-            name: tuple(getattr(p, name) for p in probes if hasattr(p, name)) for name in EVENTS
-        }
+        # Each probe's handlers, looked up once; (id(probe), event) pairs switched off.
+        self._methods = [(p, {n: getattr(p, n) for n in EVENTS if hasattr(p, n)}) for p in probes]
+        self._owner = {id(m): p for p, ms in self._methods for m in ms.values()}
+        self._off: set[tuple[int, str]] = set()
+        self._disabled: set[int] = set()
+        self._alarms: dict[int, list[tuple[Any, tuple[str, ...]]]] = {}  # step -> wake-ups
+        self._handlers: dict[str, tuple[Any, ...]] = {}
+        self._nograd: tuple[Any, ...] = ()  # on_forward's and on_nograd_forward's, in order
+        self._patches: list[Patch] = []
+        self._serving: dict[str, list[Patch]] = {}  # event -> the wrappers serving it
+        self._rebuild()
         self.max_steps = max_steps
         self.on_finding = on_finding  # called with each new finding (the engine prints it)
         self.findings: list[Finding] = []
@@ -62,8 +81,10 @@ class Dispatcher:
         self._keys: set[tuple[str, str, int]] = set()
         self._depth = 0  # nesting of module calls: 0 outside any model
         self._mode_depth = 0  # nesting of Module.train calls
-        # module -> whether it has parameters: forwards of the others are not events
-        self._models: weakref.WeakKeyDictionary[nn.Module, bool] = weakref.WeakKeyDictionary()
+        # id(module) -> (weak ref, whether it has parameters): forwards of modules without
+        # are not events. Keyed by id, for speed; an entry leaves with its module.
+        self._known: dict[int, tuple[Any, bool]] = {}
+        self._given: weakref.WeakSet[nn.Module] = weakref.WeakSet()  # by watch_model
         # model -> the name the user's code called it by (``net``, ``self.model``)
         self._model_names: weakref.WeakKeyDictionary[nn.Module, str] = weakref.WeakKeyDictionary()
         self._creating = 0  # inside a scheduler's constructor
@@ -72,13 +93,15 @@ class Dispatcher:
         self.swap_batch: Any = None
         self._handles: list[Any] = []
         self._pre_hook: Any = None
-        self._patches: list[tuple[Any, str, Any]] = []
         self._warning_hook: Any = None
-        # For the crash explainer: the last training forward (weakly), the last loss
-        # backwarded, and the autograd sequence number of the last loss backwarded
-        # before the last optimizer step (nodes at or below it are an earlier step's).
+        # For the explanations: the last training forward and this step's, the last batch,
+        # the last loss backwarded (weakly), and the autograd sequence number of the last
+        # loss backwarded before the last optimizer step (older nodes are an earlier step's).
         self.last_forward: ForwardRecord | None = None
-        self.step_forwards: list[ForwardRecord] = []  # this step's first training forwards
+        self.step_forwards: list[ForwardRecord] = []  # this step's first 4 and last 4
+        self.last_batch: BatchEvent | None = None
+        self._losses = LossWatch()  # for on_nonfinite_loss: one check per backward for all
+        self.recent_losses = self._losses.recent
         self.last_backward: Any = None
         self._backward_seq = -1
         self._prev_backward_seq = -1
@@ -110,15 +133,13 @@ class Dispatcher:
     def install(self) -> None:
         from torch.optim import optimizer as optimizer_mod
 
-        self._pre_hook = optimizer_mod.register_optimizer_step_pre_hook(self._pre_step)
+        if self._handlers["on_pre_step"]:
+            self._pre_hook = optimizer_mod.register_optimizer_step_pre_hook(self._pre_step)
         self._handles = [optimizer_mod.register_optimizer_step_post_hook(self._post_step)]
-        for owner, name, replacement in replacements(self):
-            self._patch(owner, name, replacement)
+        self._patches = [Patch(*r) for r in replacements(self)]
+        self._serving = {e: [p for p in self._patches if e in p.events] for e in EVENTS}
+        self._sync_patches()
         self._warning_hook = install_warning_relay()
-
-    def _patch(self, owner: Any, name: str, replacement: Any) -> None:
-        self._patches.append((owner, name, owner.__dict__[name]))
-        setattr(owner, name, replacement)
 
     def uninstall(self) -> None:
         if self._pre_hook is not None:
@@ -127,43 +148,89 @@ class Dispatcher:
         for handle in self._handles:
             handle.remove()
         self._handles = []
-        for owner, name, original in reversed(self._patches):
-            setattr(owner, name, original)
+        for patch in reversed(self._patches):
+            patch.put(False, force=True)
         self._patches = []
         if self._warning_hook is not None:
             remove_warning_relay(self._warning_hook)
             self._warning_hook = None
 
+    def _sync_patches(self, names: tuple[str, ...] = EVENTS) -> None:
+        """Each wrapper on torch while a probe listens to what it serves (of those
+        serving ``names``; at install, all)."""
+        if names is EVENTS:
+            for patch in self._patches:
+                patch.put(not patch.events or any(self._handlers[e] for e in patch.events))
+            return
+        for name in names:
+            for patch in self._serving.get(name, ()):
+                patch.put(any(self._handlers[e] for e in patch.events))
+
+    # ---- subscriptions ------------------------------------------------------------------------
+
     def _dispatch(self, method: str, event: Any) -> None:
         if self._muted:
             return
-        for handler in self._handlers.get(method, ()):
+        for handler in self._handlers[method]:
             try:
                 handler(self, event)
             except Exception as exc:  # a doctor's bug must never break the user's training
                 self._disable(handler, exc)
 
-    def unsubscribe(self, probe: Any, *events: str) -> None:
+    def _rebuild(self, names: tuple[str, ...] = EVENTS) -> None:
+        """The handler tuples of ``names`` (and the wrappers they need), anew."""
+        off, disabled = self._off, self._disabled
+
+        def on(p: Any, name: str) -> bool:
+            return id(p) not in disabled and (id(p), name) not in off
+
+        for name in names:
+            self._handlers[name] = tuple(ms[name] for p, ms in self._methods
+                                         if name in ms and on(p, name))  # fmt: skip
+        both = ("on_forward", "on_nograd_forward")
+        if both[0] in names or both[1] in names:
+            self._nograd = tuple(ms[n] for p, ms in self._methods for n in both
+                                 if n in ms and on(p, n))  # fmt: skip
+        if self._patches:
+            self._sync_patches(names)
+
+    def unsubscribe(self, probe: Any, *events: str, until: int | None = None) -> None:
         """Stop sending ``events`` to ``probe``: it has seen what it needed, and a probe
-        that judges the first steps then costs the training nothing."""
+        that judges the first steps then costs the training nothing. With ``until``,
+        send them again from that optimizer step on (a probe that looks now and then
+        sleeps in between)."""
+        self._off.update((id(probe), e) for e in events)
+        if until is not None:
+            self._alarms.setdefault(max(until, self.steps + 1), []).append((probe, events))
+        elif self._alarms:  # for good: no wake-up either
+            for step, wakes in list(self._alarms.items()):
+                self._alarms[step] = [(p, es) for p, es in wakes
+                                      if p is not probe or not set(es) <= set(events)]  # fmt: skip
+        self._rebuild(events)
 
-        def keep(name: str, handler: Any) -> bool:
-            return name not in events or getattr(handler, "__self__", handler) is not probe
+    def _wake(self) -> None:
+        for probe, events in self._alarms.pop(self.steps, ()):
+            self.subscribe(probe, *events)
 
-        self._handlers = {
-            name: tuple(h for h in hs if keep(name, h)) for name, hs in self._handlers.items()
-        }
+    def subscribe(self, probe: Any, *events: str) -> None:
+        """Send ``events`` to ``probe`` again (after :meth:`unsubscribe`): something it
+        judges happened anew (a mode switch, a new optimizer)."""
+        self._off.difference_update((id(probe), e) for e in events)
+        self._rebuild(events)
+        if self._handles and self._pre_hook is None and self._handlers["on_pre_step"]:
+            from torch.optim import optimizer as optimizer_mod
+
+            self._pre_hook = optimizer_mod.register_optimizer_step_pre_hook(self._pre_step)
 
     def _disable(self, handler: Any, exc: Exception) -> None:
-        probe = getattr(handler, "__self__", handler)
+        probe = self._owner.get(id(handler), getattr(handler, "__self__", handler))
         self.errors.append(f"{type(probe).__name__}: {type(exc).__name__}: {exc}")
-        self._handlers = {
-            name: tuple(h for h in hs if getattr(h, "__self__", h) is not probe)
-            for name, hs in self._handlers.items()
-        }
+        self._disabled.add(id(probe))
+        self._rebuild()
 
     def watch_model(self, model: nn.Module) -> None:
         """Tell the probes about a model before it runs (they find models by themselves)."""
+        self._given.add(model)
         for probe in self.probes:
             if hasattr(probe, "watch_model"):
                 probe.watch_model(model)
@@ -172,6 +239,17 @@ class Dispatcher:
         """The name the user's code holds ``model`` by, where its first forward ran
         (``model`` when it could not be told)."""
         return self._model_names.get(getattr(model, "module", model), "model")
+
+    def seen_modules(self) -> list[nn.Module]:
+        """The modules called outside any other (models and losses) still alive."""
+        return [m for m in (ref() for ref, _ in list(self._known.values())) if m is not None]
+
+    def models(self) -> list[nn.Module]:
+        """The models still alive: modules with weights called outside any other, and
+        those given to :meth:`watch_model`."""
+        live = (ref() for ref, model in list(self._known.values()) if model)
+        found = [m for m in live if m is not None]
+        return found + [m for m in list(self._given) if id(m) not in self._known]
 
     @contextlib.contextmanager
     def muted(self) -> Iterator[None]:
@@ -194,25 +272,42 @@ class Dispatcher:
 
     # ---- events -------------------------------------------------------------------------------
 
+    def _learn(self, module: nn.Module) -> tuple[Any, bool]:
+        """The first call of a module outside any other: is it a model (weights), and
+        what does the user's code call it."""
+        key, known = id(module), any(True for _ in module.parameters())
+        entry = self._known[key] = (weakref.ref(module, lambda _: self._known.pop(key, None)),
+                                    known)  # fmt: skip
+        name = variable_name(module, sys._getframe(3)) if known else None
+        if name is not None:
+            self._model_names[module] = name
+        return entry
+
     def _on_forward(self, module: nn.Module, args: tuple, kwargs: dict, output: Any) -> None:
-        known = self._models.get(module)
-        frame = sys._getframe(2)
-        if known is None:
-            known = self._models[module] = _is_model(module)
-            name = variable_name(module, frame) if known else None
-            if name is not None:
-                self._model_names[module] = name
-        if not known:
+        entry = self._known.get(id(module)) or self._learn(module)
+        if not entry[1]:
             return  # a loss module: no weights, nothing for the probes to watch
+        frame = sys._getframe(2)
         grad = torch.is_grad_enabled()
         if grad:
-            record = self.last_forward = ForwardRecord(self.steps, module, args, frame)
-            if not self.step_forwards or self.step_forwards[0].steps != self.steps:
-                self.step_forwards = [record]
-            elif len(self.step_forwards) < 8:
-                self.step_forwards.append(record)
-        event = ForwardEvent(module, args, kwargs, output, grad, frame)
-        self._dispatch("on_forward", event)
+            record = self.last_forward = ForwardRecord(self.steps, module, args, kwargs, frame)
+            forwards = self.step_forwards
+            if not forwards or forwards[0].steps != self.steps:
+                self.step_forwards = [record]  # this step's first
+            else:
+                if len(forwards) >= 8:
+                    del forwards[4]  # the first ones (a carried state), the last (a NaN)
+                forwards.append(record)
+            handlers = self._handlers["on_forward"]
+        else:
+            handlers = self._nograd
+        if handlers:
+            event = ForwardEvent(module, args, kwargs, output, grad, frame)
+            for handler in handlers:  # _dispatch's loop, inline: it runs at every forward
+                try:
+                    handler(self, event)
+                except Exception as exc:
+                    self._disable(handler, exc)
 
     def _on_backward(self, tensor: torch.Tensor, retain_graph: bool) -> None:
         fn = tensor.grad_fn
@@ -220,8 +315,16 @@ class Dispatcher:
         if fn is not None:
             self._backward_seq = fn._sequence_nr()
         self.last_backward = weakref.ref(tensor)
-        event = BackwardEvent(tensor, retain_graph, sys._getframe(2))
-        self._dispatch("on_backward", event)
+        handlers, nonfinite = self._handlers["on_backward"], self._handlers["on_nonfinite_loss"]
+        if (handlers or nonfinite) and not self._muted:
+            event = BackwardEvent(tensor, retain_graph, sys._getframe(2))
+            for handler in handlers:  # _dispatch's loop, inline: it runs at every backward
+                try:
+                    handler(self, event)
+                except Exception as exc:
+                    self._disable(handler, exc)
+            if nonfinite and self._losses.nonfinite(event):
+                self._dispatch("on_nonfinite_loss", event)
 
     def _pre_step(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
         if self._handlers["on_pre_step"]:
@@ -234,6 +337,8 @@ class Dispatcher:
         """One more optimizer step (or a manual update of the weights); stops the
         script at ``max_steps``."""
         self.steps += 1
+        if self.steps in self._alarms:
+            self._wake()
         # Called at the backward after the update: the mark is the backward before it,
         # and this step's forwards ran before it was counted.
         self.seq_before_step = self._prev_backward_seq
@@ -245,63 +350,23 @@ class Dispatcher:
 
     def _post_step(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
         self.steps += 1
+        if self.steps in self._alarms:
+            self._wake()  # probes asleep until this step hear it
         self.seq_before_step = self._backward_seq
         if self._pre_hook is not None and not self._handlers["on_pre_step"]:
             # No probe asks any more: torch need not call it. Removed here, not from
             # inside the pre-hook loop, whose dict must not change while it runs.
             self._pre_hook.remove()
             self._pre_hook = None
-        event = StepEvent(optimizer, self.steps, sys._getframe(1))
-        self._dispatch("on_step", event)
-        del event  # holds the user's frame: let it go before the script continues
+        handlers = self._handlers["on_step"]
+        if handlers and not self._muted:
+            event = StepEvent(optimizer, self.steps, sys._getframe(1))
+            for handler in handlers:  # _dispatch's loop, inline: it runs at every step
+                try:
+                    handler(self, event)
+                except Exception as exc:
+                    self._disable(handler, exc)
+            del event  # holds the user's frame: let it go before the script continues
         if self.max_steps is not None and self.steps >= self.max_steps:
             self.stopped = True
             raise StopTraining(f"stopped after {self.steps} optimizer steps")
-
-
-class ForwardRecord:
-    """The last training forward, weakly: its model, its positional inputs (tensors, or
-    tuples of them, as an RNN's state), the step it ran in and the line that called it."""
-
-    __slots__ = ("steps", "module", "args", "inputs", "file", "line")
-
-    def __init__(self, steps: int, module: nn.Module, args: tuple, frame: Any) -> None:
-        self.steps = steps
-        self.module = weakref.ref(module)
-        self.args: list[tuple[int, Any]] = []  # (position, weak ref or a plain value)
-        # (position, sequence number of its graph node) of the inputs with a graph
-        self.inputs: list[tuple[int, int]] = []
-        for i, a in enumerate(args[:4]):
-            if isinstance(a, torch.Tensor):
-                self.args.append((i, weakref.ref(a)))
-                if a.grad_fn is not None:
-                    self.inputs.append((i, a.grad_fn._sequence_nr()))
-            elif isinstance(a, tuple) and a and all(isinstance(t, torch.Tensor) for t in a[:4]):
-                self.args.append((i, _TupleRef([weakref.ref(t) for t in a[:4]])))
-                self.inputs += [(i, t.grad_fn._sequence_nr()) for t in a[:4] if t.grad_fn]
-            else:
-                self.args.append((i, _Plain(a)))
-        self.file, self.line = frame.f_code.co_filename, frame.f_lineno
-
-
-class _TupleRef:
-    __slots__ = ("refs",)
-
-    def __init__(self, refs: list[Any]) -> None:
-        self.refs = refs
-
-    def __call__(self) -> Any:
-        items = tuple(r() for r in self.refs)
-        return None if any(t is None for t in items) else items
-
-
-class _Plain:
-    """A non-tensor argument (an int, None), held plainly: it holds no memory."""
-
-    __slots__ = ("value",)
-
-    def __init__(self, value: Any) -> None:
-        self.value = value if isinstance(value, (int, float, bool, str, type(None))) else None
-
-    def __call__(self) -> Any:
-        return self.value

@@ -38,6 +38,12 @@ class _Holder:
         return f"`{self.owner}.{self.name}` (attribute `{self.name}` of {owner})"
 
 
+# Values that never hold the user's tensors: most of a script's globals (its imports,
+# functions and classes), passed over before any closer look.
+_NOT_HOLDERS = (types.ModuleType, type, types.FunctionType, types.BuiltinFunctionType,
+                types.MethodType, str, int, float, bool, type(None))  # fmt: skip
+
+
 def _holders(frame: types.FrameType, seen_objects: set[int]) -> list[tuple[str, _Holder]]:
     """The user's variables worth measuring, with a stable path for each."""
     found: list[tuple[str, _Holder]] = []
@@ -45,12 +51,13 @@ def _holders(frame: types.FrameType, seen_objects: set[int]) -> list[tuple[str, 
     f: types.FrameType | None = frame
     while f is not None:
         if is_user_file(f.f_code.co_filename):
-            scopes.setdefault(id(f.f_locals), f.f_locals)
+            local = f.f_locals  # read once: each read copies the frame's variables
+            scopes.setdefault(id(local), local)
             scopes.setdefault(id(f.f_globals), f.f_globals)
         f = f.f_back
     for scope in scopes.values():
         for name, value in list(scope.items()):
-            if name.startswith("__") or isinstance(value, (types.ModuleType, type)):
+            if isinstance(value, _NOT_HOLDERS) or name.startswith("__"):
                 continue
             if _holds_tensors(value):
                 found += _held(name, name, value, None, None)
@@ -104,9 +111,9 @@ def _held(
 
 
 def _holds_tensors(value: Any) -> bool:
-    return isinstance(value, (torch.Tensor, list, tuple, dict, deque)) and not isinstance(
-        value, nn.Parameter
-    )
+    if isinstance(value, torch.Tensor):
+        return not isinstance(value, nn.Parameter)  # (a Python-level check: tensors only)
+    return isinstance(value, (list, tuple, dict, deque))
 
 
 def _is_user_object(value: Any) -> bool:
@@ -133,18 +140,6 @@ def _grows(history: dict[str, deque[int]], path: str, size: int, steps: int) -> 
     return len(hist) == hist.maxlen and all(b > a for a, b in zip(hist, list(hist)[1:]))
 
 
-def _device_tensors(value: Any) -> int:
-    items = value.values() if isinstance(value, dict) else value
-    try:
-        return sum(
-            1
-            for v in items
-            if isinstance(v, torch.Tensor) and v.grad_fn is None and v.device.type != "cpu"
-        )
-    except TypeError:
-        return 0
-
-
 def _bytes_held(value: Any) -> int:
     items = value.values() if isinstance(value, dict) else value
     return sum(v.element_size() * v.numel() for v in items if isinstance(v, torch.Tensor))
@@ -152,21 +147,6 @@ def _bytes_held(value: Any) -> int:
 
 def _has_graph(t: Any) -> bool:
     return isinstance(t, torch.Tensor) and t.grad_fn is not None
-
-
-def _measure(value: Any, limit: int) -> int | None:
-    """Tensors with graphs in a container, or graph nodes behind one tensor.
-
-    A container's items may themselves be small tuples or dicts (``outputs.append(
-    {"loss": loss, "logits": logits})``): an item counts when it holds a graph.
-    """
-    if isinstance(value, torch.Tensor):
-        return _graph_size(value.grad_fn, limit) if value.grad_fn is not None else None
-    items = value.values() if isinstance(value, dict) else value
-    try:
-        return sum(1 for v in items if _has_graph(v) or _nested_graph(v))
-    except TypeError:
-        return None
 
 
 def _nested_graph(item: Any) -> bool:

@@ -13,7 +13,7 @@ import torch
 from torch import nn
 from torch.overrides import TorchFunctionMode
 
-from trainwell.doctor.findings import Finding
+from trainwell.doctor.events import Reporter
 from trainwell.doctor.graph import walk as _walk
 from trainwell.doctor.sites import Site, parse, user_frame
 
@@ -82,50 +82,9 @@ class _Origin(TorchFunctionMode):
         return out
 
 
-def _loss_finding(
-    site: Site, backward: Site, what: str, evidence: dict, trend: str, fwd: Site | None = None
-) -> Finding:
-    related = [{"file": backward.file, "line": backward.line, "what": "backward of the loss"}]
-    if fwd is not None and (fwd.file, fwd.line) != (site.file, site.line):
-        related.append({"file": fwd.file, "line": fwd.line, "what": "the model's call"})
-    if trend:
-        fix = ("lower the learning rate (or add warmup), clip gradients with "
-               "torch.nn.utils.clip_grad_norm_, and normalize the inputs")  # fmt: skip
-    else:
-        fix = ("keep the operation in its finite range: add an eps (log(x + 1e-8), "
-               "x / (y + 1e-8)), clamp, or use the stable fused form (F.log_softmax, "
-               "F.cross_entropy on logits, BCEWithLogitsLoss)")  # fmt: skip
-    return Finding(
-        code="nonfinite-loss",
-        severity="error",
-        file=site.file,
-        line=site.line,
-        message=f"the loss became NaN/Inf at step {evidence.get('step', '?')}: {what}"
-        + (f"; {trend}" if trend else ""),
-        why="a NaN loss gives NaN gradients, and one optimizer step makes every weight NaN",
-        fix=fix,
-        related=related,
-        evidence=evidence,
-    )
-
-
-def _input_finding(site: Site, what: str, evidence: dict) -> Finding:
-    return Finding(
-        code="nonfinite-input",
-        severity="error",
-        file=site.file,
-        line=site.line,
-        message=f"{what}; the loss turned NaN/Inf with it",
-        why="a single NaN in a batch makes the loss, the gradients and then every weight NaN",
-        fix="clean the data where it is loaded: impute or drop missing values "
-        "(np.nan_to_num, fillna), check divisions in the preprocessing; "
-        "assert torch.isfinite(x).all() in the Dataset",
-        evidence=evidence,
-    )
-
-
 def _replay(
-    doc: Any, model: nn.Module, args: tuple, kwargs: dict, autocast: Any, names: dict[int, str]
+    doc: Reporter, model: nn.Module, args: tuple, kwargs: dict, autocast: Any,
+    names: dict[int, str],
 ) -> tuple[dict[str, Any] | None, bool]:
     """Run the forward again on the same inputs and find the first non-finite operation;
     also whether the output came out finite.
@@ -323,12 +282,16 @@ def _risky_line(fn: ast.FunctionDef) -> int:
 
 def _finite_norms(grads: list[torch.Tensor]) -> bool:
     """Whether every gradient is finite: the max-abs norm, which (unlike the 2-norm) does
-    not overflow on large finite values and is NaN when any element is."""
+    not overflow on large finite values and is NaN when any element is. One fused norm
+    and one read when the gradients share a device and a dtype (the common case)."""
     try:
         norms = torch._foreach_norm(grads, float("inf"))
     except (RuntimeError, TypeError):
         norms = [g.abs().max() for g in grads]
-    return bool(torch.isfinite(torch.stack([n.float().cpu() for n in norms])).all())
+    try:
+        return bool(torch.isfinite(torch.stack(norms)).all())
+    except RuntimeError:  # devices or dtypes differ
+        return bool(torch.isfinite(torch.stack([n.float().cpu() for n in norms])).all())
 
 
 def _float_param_device(module: nn.Module) -> torch.device | None:

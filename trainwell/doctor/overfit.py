@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainwell.doctor.events import (
-    BackwardEvent,
-)
+from trainwell.doctor.events import BackwardEvent, Reporter
 from trainwell.doctor.probes.loss_not_decreasing import LossCurve
 
 
@@ -29,7 +27,7 @@ class OverfitCheck:
             return batch
         return self.batch if it._dataset is self.dataset else batch
 
-    def on_backward(self, doc: Any, event: BackwardEvent) -> None:
+    def on_backward(self, doc: Reporter, event: BackwardEvent) -> None:
         if event.tensor.requires_grad:
             self.curve.add(event.tensor)
 

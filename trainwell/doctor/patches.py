@@ -32,7 +32,10 @@ def _module_call(doctor: Any) -> Any:
     def module_call(module, *args, **kwargs):
         # A wrapper, not a global forward hook: a global hook sends every layer down
         # PyTorch's slow path; this costs one Python call per module and counts depth,
-        # so the outermost call (the model's forward) is known exactly.
+        # so the outermost call (the model's forward) is known exactly. Inside a model
+        # the call only passes through.
+        if doctor._depth:
+            return call(module, *args, **kwargs)
         doctor._depth += 1
         try:
             output = call(module, *args, **kwargs)
@@ -60,7 +63,8 @@ def _zero_grad(doctor: Any) -> Any:
     zero_grad = torch.optim.Optimizer.zero_grad
 
     def optimizer_zero_grad(optimizer, *args, **kwargs):
-        doctor._dispatch("on_zero_grad", optimizer)
+        if doctor._handlers["on_zero_grad"]:
+            doctor._dispatch("on_zero_grad", optimizer)
         return zero_grad(optimizer, *args, **kwargs)
 
     return optimizer_zero_grad
@@ -90,7 +94,9 @@ def _loader_next(doctor: Any, next_batch: Any) -> Any:
         if it._num_yielded == 1:  # the loop's line, found once per pass over the data
             it._trainwell_site = site_of_caller(1)
         site = getattr(it, "_trainwell_site", None)
-        doctor._dispatch("on_batch", BatchEvent(it, batch, wait, it._num_yielded, site))
+        # Kept for the NaN explanations (is the data itself bad?) until the next batch.
+        doctor.last_batch = event = BatchEvent(it, batch, wait, it._num_yielded, site)
+        doctor._dispatch("on_batch", event)
         return batch
 
     return loader_next
@@ -176,7 +182,7 @@ def _loss(doctor: Any, name: str) -> Any:
     return loss
 
 
-def _scaler(doctor: Any) -> Iterator[tuple[Any, str, Any]]:
+def _scaler(doctor: Any) -> tuple[tuple[Any, str, Any], tuple[Any, str, Any]]:
     scaler_cls = torch.amp.GradScaler
     step, update = scaler_cls.step, scaler_cls.update
 
@@ -194,26 +200,55 @@ def _scaler(doctor: Any) -> Iterator[tuple[Any, str, Any]]:
             doctor._dispatch("on_scaler_update", event)
         return result
 
-    yield scaler_cls, "step", scaler_step
-    yield scaler_cls, "update", scaler_update
+    return (scaler_cls, "step", scaler_step), (scaler_cls, "update", scaler_update)
 
 
-def replacements(doctor: Any) -> Iterator[tuple[Any, str, Any]]:
-    """(owner, attribute, wrapper) for every torch call the doctor wraps."""
+_SCHEDULER = ("on_scheduler_created", "on_scheduler_step")
+
+
+def replacements(doctor: Any) -> Iterator[tuple[Any, str, Any, tuple[str, ...]]]:
+    """(owner, attribute, wrapper, events) for every torch call the doctor wraps;
+    ``events``: the only events the wrapper serves, so that it can come off torch while
+    no probe listens to them (none: the dispatcher itself needs it)."""
     from torch.utils.data import dataloader
 
     it_cls, loader_cls = dataloader._BaseDataLoaderIter, dataloader.DataLoader
-    yield nn.Module, "__call__", _module_call(doctor)
-    yield nn.Module, "train", _module_train(doctor)
-    yield torch.Tensor, "backward", _tensor_backward(doctor)
-    yield torch.optim.Optimizer, "zero_grad", _zero_grad(doctor)
-    yield torch.optim.Optimizer, "__init__", _optimizer_init(doctor)
-    yield from _schedulers(doctor)
-    yield it_cls, "__next__", _loader_next(doctor, it_cls.__next__)
-    yield loader_cls, "__init__", _loader_init(doctor, loader_cls.__init__)
-    yield from _scaler(doctor)
+    yield nn.Module, "__call__", _module_call(doctor), ()
+    yield nn.Module, "train", _module_train(doctor), ("on_mode",)
+    yield torch.Tensor, "backward", _tensor_backward(doctor), ()
+    yield torch.optim.Optimizer, "zero_grad", _zero_grad(doctor), ("on_zero_grad",)
+    yield torch.optim.Optimizer, "__init__", _optimizer_init(doctor), ("on_optimizer_created",)
+    # The constructor's wrapper also tells the step's which steps are the constructor's.
+    yield from ((*r, _SCHEDULER) for r in _schedulers(doctor))
+    yield it_cls, "__next__", _loader_next(doctor, it_cls.__next__), ()
+    yield loader_cls, "__init__", _loader_init(doctor, loader_cls.__init__), ()
+    step, update = _scaler(doctor)
+    yield (*step, ("on_scaler_step",))
+    yield (*update, ("on_scaler_update",))
     for name in LOSSES:
-        yield torch.nn.functional, name, _loss(doctor, name)
+        yield torch.nn.functional, name, _loss(doctor, name), ("on_loss",)
+
+
+class Patch:
+    """One wrapped torch call, on or off; ``events``: the only events it serves (none:
+    the dispatcher itself needs it, always on)."""
+
+    __slots__ = ("owner", "name", "original", "wrapper", "events", "on")
+
+    def __init__(self, owner: Any, name: str, wrapper: Any, events: tuple[str, ...]) -> None:
+        self.owner, self.name, self.wrapper, self.events = owner, name, wrapper, events
+        self.original = owner.__dict__[name]
+        self.on = False
+
+    def put(self, on: bool, force: bool = False) -> None:
+        if on and not self.on:
+            self.original = self.owner.__dict__[self.name]
+            setattr(self.owner, self.name, self.wrapper)
+            self.on = True
+        elif not on and self.on and (force or self.owner.__dict__.get(self.name) is self.wrapper):
+            # Mid-run, only from the top: someone else's wrapper over ours stays whole.
+            setattr(self.owner, self.name, self.original)
+            self.on = False
 
 
 def show_at_user_line(show: Any) -> Any:

@@ -1,30 +1,36 @@
 """The registry: the probes that run, in order. Adding a probe is one file in
-``probes/`` and one line here."""
+``probes/`` (named after the finding code it reports) and one line here."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from trainwell.doctor.probes.allocator_fragmentation import AllocatorProbe
+from trainwell.doctor.probes.allocator_fragmentation import AllocatorFragmentationProbe
 from trainwell.doctor.probes.amp_overflow import AmpOverflowProbe
 from trainwell.doctor.probes.data_bottleneck import DataBottleneckProbe
 from trainwell.doctor.probes.eval_builds_graph import EvalBuildsGraphProbe
 from trainwell.doctor.probes.eval_mode_in_train import EvalModeInTrainProbe
 from trainwell.doctor.probes.graph_retained import GraphRetainedProbe
-from trainwell.doctor.probes.label_out_of_range import LossInputsProbe
+from trainwell.doctor.probes.label_out_of_range import LabelOutOfRangeProbe
+from trainwell.doctor.probes.loss_at_init import LossAtInitProbe
 from trainwell.doctor.probes.loss_broadcast import LossBroadcastProbe
+from trainwell.doctor.probes.loss_no_gradient import LossNoGradientProbe
 from trainwell.doctor.probes.loss_not_decreasing import LossNotDecreasingProbe
-from trainwell.doctor.probes.missing_zero_grad import GradWiringProbe
-from trainwell.doctor.probes.missing_zero_grad_update import UpdateWatchProbe
-from trainwell.doctor.probes.nonfinite_loss import NonFiniteProbe
-from trainwell.doctor.probes.param_not_in_optimizer import ParamCoverageProbe
+from trainwell.doctor.probes.missing_zero_grad import MissingZeroGradProbe
+from trainwell.doctor.probes.missing_zero_grad_manual import MissingZeroGradManualProbe
+from trainwell.doctor.probes.nonfinite_grad import NonFiniteGradProbe
+from trainwell.doctor.probes.nonfinite_input import NonFiniteInputProbe
+from trainwell.doctor.probes.nonfinite_loss import NonFiniteLossProbe
+from trainwell.doctor.probes.param_not_in_optimizer import ParamNotInOptimizerProbe
 from trainwell.doctor.probes.param_without_grad import ParamWithoutGradProbe
 from trainwell.doctor.probes.retain_graph import RetainGraphProbe
-from trainwell.doctor.probes.sampler_epoch_not_set import SamplerEpochProbe
-from trainwell.doctor.probes.scheduler_not_stepped import SchedulerProbe
+from trainwell.doctor.probes.sampler_epoch_not_set import SamplerEpochNotSetProbe
+from trainwell.doctor.probes.scheduler_not_stepped import SchedulerNotSteppedProbe
 from trainwell.doctor.probes.softmax_before_loss import SoftmaxBeforeLossProbe
 from trainwell.doctor.probes.step_before_backward import StepBeforeBackwardProbe
+from trainwell.doctor.probes.tensor_accumulation import TensorAccumulationProbe
 from trainwell.doctor.probes.train_mode_in_eval import TrainModeInEvalProbe
+from trainwell.doctor.probes.unregistered_module import UnregisteredModuleProbe
 
 
 def default_probes() -> list[Any]:
@@ -34,20 +40,26 @@ def default_probes() -> list[Any]:
         RetainGraphProbe(),
         EvalBuildsGraphProbe(),
         GraphRetainedProbe(),
-        AllocatorProbe(),
-        NonFiniteProbe(),
+        TensorAccumulationProbe(),
+        AllocatorFragmentationProbe(),
+        NonFiniteLossProbe(),
+        NonFiniteInputProbe(),
+        NonFiniteGradProbe(),
         AmpOverflowProbe(),
-        GradWiringProbe(),
+        MissingZeroGradProbe(),
         StepBeforeBackwardProbe(),
-        UpdateWatchProbe(),
-        ParamCoverageProbe(),
+        LossNoGradientProbe(),
+        MissingZeroGradManualProbe(),
+        ParamNotInOptimizerProbe(),
+        UnregisteredModuleProbe(),
         ParamWithoutGradProbe(),
-        SchedulerProbe(),
+        SchedulerNotSteppedProbe(),
         TrainModeInEvalProbe(),
         EvalModeInTrainProbe(),
-        SamplerEpochProbe(),
+        SamplerEpochNotSetProbe(),
         SoftmaxBeforeLossProbe(),
-        LossInputsProbe(),
+        LabelOutOfRangeProbe(),
+        LossAtInitProbe(),
         LossBroadcastProbe(),
         DataBottleneckProbe(),
         LossNotDecreasingProbe(),

@@ -85,6 +85,21 @@ def here() -> Site | None:
     return Site.of(user_frame(start=sys._getframe(1)))
 
 
+def line_of(code: types.CodeType, lasti: int) -> int:
+    """The line of the instruction at byte offset ``lasti`` of ``code`` (what a frame's
+    ``f_lineno`` says while it runs that instruction), looked up only when asked.
+
+    Example:
+        >>> import sys
+        >>> f = sys._getframe(); line_of(f.f_code, f.f_lasti) == f.f_lineno
+        True
+    """
+    for start, end, line in code.co_lines():
+        if start <= lasti < end and line is not None:
+            return line
+    return code.co_firstlineno
+
+
 def user_frame(skip: int = 1, start: types.FrameType | None = None) -> types.FrameType | None:
     """The innermost frame of user code on the current stack (or from ``start`` out)."""
     frame: types.FrameType | None = start or sys._getframe(skip)
@@ -120,18 +135,23 @@ def _name_in(obj: object, namespace: dict) -> str | None:
 
 class LazySite:
     """Where an event happened, found only when a probe asks: walking the stack on every
-    event would cost more than most probes' work."""
+    event would cost more than most probes' work. (Events made at every step set
+    ``_frame`` themselves: one call less per event.)"""
+
+    _site: Site | None = None
+    _key: tuple[Any, int] | None = None  # kept when the frame is let go
 
     def __init__(self, frame: types.FrameType) -> None:
         self._frame: types.FrameType | None = frame
-        self._site: Site | None = None
 
     @property
     def key(self) -> tuple[Any, int] | None:
-        """A cheap stand-in for the site, to tell call sites apart without a stack walk."""
-        if self._frame is None:
-            return None if self._site is None else (self._site.file, self._site.line)
-        return (self._frame.f_code, self._frame.f_lineno)
+        """A cheap stand-in for the site, to tell call sites apart without a stack walk:
+        the calling instruction, as (id of its code, its offset). Not the code object
+        (hashing one hashes its constants, at every event) nor the line number (computed
+        from the code's line table)."""
+        frame = self._frame
+        return self._key if frame is None else (id(frame.f_code), frame.f_lasti)
 
     def pin(self) -> Any:
         """The site as it is now, resolved only when called: the line is read now (a
@@ -148,6 +168,7 @@ class LazySite:
     @property
     def site(self) -> Site | None:
         if self._frame is not None:
+            self._key = self.key
             self._site = Site.of(user_frame(start=self._frame))
             self._frame = None  # let the frames go
         return self._site

@@ -47,6 +47,7 @@ class EvalModeInTrainProbe:
         self.left = self.CHECKS
         self.last_train: Any = None  # weak ref to the module of the last train() call
         self.forward_since_train = False
+        self.listening = True  # to training forwards
 
     def on_mode(self, doc: Reporter, event: CreatedEvent) -> None:
         module = event.obj
@@ -63,25 +64,41 @@ class EvalModeInTrainProbe:
                 and any(m is module for m in parent.modules())
             )
             self.eval_sites[module] = _EvalRecord(event.site, module, refrozen)
+        if not self.left:
+            doc.subscribe(self, "on_step")  # the steps after a switch are looked at
         self.left = self.CHECKS
+        self._listen(doc, True)
+
+    def _listen(self, doc: Reporter, on: bool) -> None:
+        """Training forwards are heard while steps after a switch are looked at, or
+        until one shows that a forward ran since the last train()."""
+        if on != self.listening:
+            self.listening = on
+            (doc.subscribe if on else doc.unsubscribe)(self, "on_forward")
 
     def on_forward(self, doc: Reporter, event: ForwardEvent) -> None:
         self.forward_since_train = True
-        if event.grad_enabled and not self.left:
-            return  # the common case: training, no mode switched lately
         if not event.grad_enabled:
-            # An evaluation: of the module put in eval or of one of its parts
-            # (validation through model.encoder(...) or a generate() method).
-            for record in self.eval_sites.values():
-                if id(event.module) in record.parts:
-                    record.evaluated = True
-        elif self.left and _mode_modules(event.module, self.cache):
+            return  # an evaluation: on_nograd_forward's
+        if self.left and _mode_modules(event.module, self.cache):
             self.forwards.setdefault(id(event.module), (weakref.ref(event.module), event.site))
+        elif not self.left:
+            self._listen(doc, False)  # the common case: training, no mode switched lately
+
+    def on_nograd_forward(self, doc: Reporter, event: ForwardEvent) -> None:
+        # An evaluation: of the module put in eval or of one of its parts (validation
+        # through model.encoder(...) or a generate() method).
+        self.forward_since_train = True
+        for record in self.eval_sites.values():
+            if id(event.module) in record.parts:
+                record.evaluated = True
 
     def on_step(self, doc: Reporter, event: StepEvent) -> None:
         if not self.left:
             return
         self.left -= 1
+        if not self.left:
+            doc.unsubscribe(self, "on_step")  # until the next mode switch
         forwards, self.forwards = self.forwards, {}
         for ref, site in forwards.values():
             model = ref()

@@ -98,17 +98,19 @@ class LossNotDecreasingProbe:
         doc.unsubscribe(self, "on_loss")
 
     def on_backward(self, doc: Reporter, event: BackwardEvent) -> None:
-        if event.tensor.numel() != 1 or not event.tensor.requires_grad:
+        value = event.value  # read once for every probe; a scalar on the CPU
+        if value is None and event.tensor.numel() != 1:
             return
         key = event.key  # the site is looked up once per call site, not every step
         curve = self.curves.get(key)
         if curve is None:
+            if not event.tensor.requires_grad:
+                return
             site = event.site
             if site is None:
                 return
             curve = self.curves[key] = LossCurve()
             self.sites[key] = site
-        value = event.value  # read once for every probe
         if value is not None:
             curve.values.append(value)
         else:

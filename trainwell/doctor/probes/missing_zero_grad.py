@@ -36,8 +36,8 @@ class _Watch:
         self.handle.remove()
 
 
-class GradWiringProbe:
-    """``missing-zero-grad``.
+class MissingZeroGradProbe:
+    """``missing-zero-grad``: gradients never cleared between optimizer steps.
 
     For each optimizer one parameter with a non-zero gradient is watched over its first
     steps: a hook sums the gradients arriving into it between two steps. At the next
@@ -45,7 +45,7 @@ class GradWiringProbe:
     (proportional: clipping rescales it) was never cleared (deliberate accumulation
     clears at each step; a GAN's generator backward that passes through the
     discriminator is cleared before the discriminator steps). ``step(closure)`` (LBFGS:
-    the update-watch probe looks inside the closure) and steps under a GradScaler (it
+    the manual-update probe looks inside the closure) and steps under a GradScaler (it
     rescales the gradients in place) are left alone.
     """
 
@@ -71,7 +71,7 @@ class GradWiringProbe:
         if st["off"]:
             return
         if event.closure or id(event.optimizer) in self.scaled:
-            # The closure makes its gradients inside the step (the update-watch probe
+            # The closure makes its gradients inside the step (the manual-update probe
             # looks there); the scaler rescales the gradients in place.
             self._stop(st, doc)
             return

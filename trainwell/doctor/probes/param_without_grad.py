@@ -20,11 +20,12 @@ class ParamWithoutGradProbe:
     steps, then every ``EVERY``: a part unfrozen late is seen), named by the module that
     holds it, at the line that explains why (an attribute the forward never uses, a
     graph cut, a branch never taken). The models are those whose forward ran with grad
-    enabled in the first ``CHECK_AT`` steps."""
+    enabled in the first ``CHECK_AT`` steps. Once every parameter of the optimizers seen
+    has had a gradient there is nothing left to watch, until a new optimizer comes."""
 
     CHECK_AT = 3
     WATCH = 100
-    EVERY = 10
+    EVERY = 100
 
     def __init__(self) -> None:
         self.models: weakref.WeakSet[nn.Module] = weakref.WeakSet()
@@ -34,21 +35,21 @@ class ParamWithoutGradProbe:
         # optimizers that had some gradient at a step (one that never did has a wiring
         # bug of its own, step-before-backward, not one parameter without gradient)
         self.fed: set[int] = set()
-        self.steps = 0
         self.judged = False
 
     def on_optimizer_created(self, doc: Reporter, event: CreatedEvent) -> None:
         self.created[id(event.obj)] = event.site
+        if not self.judged:
+            doc.subscribe(self, "on_step")  # its parameters are to be watched
 
     def on_forward(self, doc: Reporter, event: ForwardEvent) -> None:
-        if self.steps >= self.CHECK_AT:
+        if doc.steps >= self.CHECK_AT:
             doc.unsubscribe(self, "on_forward")  # the models of the first steps are judged
         elif event.grad_enabled and event.module not in self.models:
             self.models.add(event.module)
 
     def on_step(self, doc: Reporter, event: StepEvent) -> None:
         optimizer = event.optimizer
-        self.steps += 1
         if self.judged:
             return
         if id(optimizer) not in self.known:
@@ -57,11 +58,15 @@ class ParamWithoutGradProbe:
                 for p in g["params"]:
                     if p.requires_grad:
                         self.never[id(p)] = (weakref.ref(p), id(optimizer))
-        if self.steps <= self.WATCH or self.steps % self.EVERY == 0:
+        if event.step <= self.WATCH or event.step % self.EVERY == 0:
             self._update_never()
+        if not self.never and event.step >= self.CHECK_AT:
+            doc.unsubscribe(self, "on_step")  # every parameter had a gradient
+        elif event.step >= self.WATCH:  # asleep until the next look
+            doc.unsubscribe(self, "on_step", until=(event.step // self.EVERY + 1) * self.EVERY)
 
     def on_end(self, doc: Reporter) -> None:
-        if self.steps >= self.CHECK_AT:
+        if doc.steps >= self.CHECK_AT:
             self._update_never()
             self._judge_unused(doc)
 
@@ -124,7 +129,7 @@ class ParamWithoutGradProbe:
                 file=site.file,
                 line=site.line,
                 message=f"{label} ({', '.join(params)}) is in the optimizer but never "
-                f"received a gradient in {self.steps} steps: {how}",
+                f"received a gradient in {doc.steps} steps: {how}",
                 why="a part meant to train stays at its initial weights (or weight decay "
                 "alone shrinks it)",
                 fix="use it in the forward, remove the .detach()/.data that cuts it off, or "

@@ -9,7 +9,7 @@ from trainwell.doctor.events import (
 from trainwell.doctor.findings import Finding
 
 
-class SamplerEpochProbe:
+class SamplerEpochNotSetProbe:
     """``sampler-epoch-not-set``: a shuffling ``DistributedSampler`` starting another pass
     with the epoch number of a pass already done: it yields that pass's order again.
 

@@ -14,7 +14,7 @@ from trainwell.doctor.findings import Finding
 from trainwell.doctor.sites import Site, here
 
 
-class SchedulerProbe:
+class SchedulerNotSteppedProbe:
     """``scheduler-not-stepped``: an LR scheduler never stepped while its optimizer
     trained through at least two epochs, or stepped before its optimizer's first step
     (unless a GradScaler skipped that step: then PyTorch's warning is a false alarm)."""
@@ -27,6 +27,7 @@ class SchedulerProbe:
         self.optimizer_steps: dict[int, int] = {}
         self.scaled: set[int] = set()
         self.epochs_after_step = 0
+        self.counted = False  # every optimizer seen has MANY_STEPS steps: no more counting
 
     def on_scheduler_created(self, doc: Reporter, event: CreatedEvent) -> None:
         # What the verdict needs, not the object: a script's namespace (and with it the
@@ -34,9 +35,19 @@ class SchedulerProbe:
         optimizer = getattr(event.obj, "optimizer", None)
         self.schedulers[id(event.obj)] = (type(event.obj).__name__, id(optimizer), event.site)
 
+    def on_optimizer_created(self, doc: Reporter, event: CreatedEvent) -> None:
+        if self.counted:
+            self.counted = False
+            doc.subscribe(self, "on_step")  # a new optimizer: its steps are counted
+
     def on_step(self, doc: Reporter, event: StepEvent) -> None:
         key = id(event.optimizer)
-        self.optimizer_steps[key] = self.optimizer_steps.get(key, 0) + 1
+        steps = self.optimizer_steps[key] = self.optimizer_steps.get(key, 0) + 1
+        if steps >= self.MANY_STEPS and min(self.optimizer_steps.values()) >= self.MANY_STEPS:
+            # Counted as far as the verdicts go; an optimizer made before the doctor
+            # started and stepped only from now on is told by torch's own mark.
+            self.counted = True
+            doc.unsubscribe(self, "on_step")
 
     def on_scaler_step(self, doc: Reporter, event: ScalerEvent) -> None:
         self.scaled.add(id(event.optimizer))
@@ -53,6 +64,8 @@ class SchedulerProbe:
             return
         if self.optimizer_steps.get(id(optimizer)) or id(optimizer) in self.scaled:
             return
+        if getattr(optimizer, "_opt_called", False):
+            return  # stepped (torch's mark, set by the scheduler's wrapper of step())
         site = here()  # the user's scheduler.step() call
         if site is None:
             return

@@ -97,12 +97,14 @@ class TrainModeInEvalProbe:
             self.outputs[me] = weakref.ref(out)
 
     def on_forward(self, doc: Reporter, event: ForwardEvent) -> None:
+        # A generator feeds the discriminator from the first steps: looked for then.
+        if doc.steps >= self.FEED_STEPS or self.reported:
+            doc.unsubscribe(self, "on_forward")  # from now on, evaluations only
+        elif event.grad_enabled:
+            self._training_forward(event)
+
+    def on_nograd_forward(self, doc: Reporter, event: ForwardEvent) -> None:
         if self.reported:
-            return
-        if event.grad_enabled:
-            # A generator feeds the discriminator from the first steps: looked for then.
-            if doc.steps < self.FEED_STEPS:
-                self._training_forward(event)
             return
         model = event.module
         modules = _mode_modules(model, self.cache)

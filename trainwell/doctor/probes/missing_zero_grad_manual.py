@@ -14,8 +14,9 @@ from trainwell.doctor.findings import Finding
 from trainwell.doctor.sites import Site, parse
 
 
-class UpdateWatchProbe:
-    """Gradients left in ``.grad`` across a weight update.
+class MissingZeroGradManualProbe:
+    """``missing-zero-grad`` where no ``optimizer.step()`` shows it: gradients left in
+    ``.grad`` across a hand-written weight update, or across the calls of a closure.
 
     One parameter (with enough elements to tell) is watched by a gradient hook, which
     runs before the new gradient is added to ``.grad``. When the parameter's version
@@ -23,11 +24,14 @@ class UpdateWatchProbe:
     ``.grad`` still holds a non-zero gradient, the update's gradient was never cleared.
     Deliberate accumulation clears after each update, so it stays silent. Watched when
     no optimizer steps (a manual update; each update then counts as a step) and inside
-    ``step(closure)`` (LBFGS calls the closure several times per step).
+    ``step(closure)`` (LBFGS calls the closure several times per step, from its first
+    step on: looked for in the first ``CLOSURE_STEPS`` steps of the run and of each new
+    optimizer).
     """
 
     STREAK = 3
     CHECK = 40  # hooks looked at
+    CLOSURE_STEPS = 3
 
     def __init__(self) -> None:
         self.model: Any = None
@@ -43,6 +47,7 @@ class UpdateWatchProbe:
         self.closure = False
         self.backward: Any = None  # (pin) of the first backward inside a closure
         self.done = False
+        self.plain = 0  # steps without a closure since the run or an optimizer began
 
     def on_forward(self, doc: Reporter, event: ForwardEvent) -> None:
         if event.grad_enabled and self.model is None:
@@ -51,6 +56,9 @@ class UpdateWatchProbe:
 
     def on_optimizer_created(self, doc: Reporter, event: CreatedEvent) -> None:
         self.optimizer_steps = -1  # an optimizer exists: updates go through its step
+        if not self.done and not self.closure:
+            self.plain = 0
+            doc.subscribe(self, "on_pre_step")  # its first steps: a closure?
 
     def on_backward(self, doc: Reporter, event: BackwardEvent) -> None:
         if self.closure and self.backward is None:
@@ -71,11 +79,21 @@ class UpdateWatchProbe:
             self.closure, self.site = True, event.pin()
             params = [p for g in event.optimizer.param_groups for p in g["params"]]
             self._watch(doc, params)
+            # Watched from here by the gradient hook; the closure's backward is the fix's.
+            doc.subscribe(self, "on_backward")
+            doc.unsubscribe(self, "on_pre_step")
+        elif not event.closure:
+            self.plain += 1
+            if self.plain >= self.CLOSURE_STEPS:
+                doc.unsubscribe(self, "on_pre_step")  # a plain optimizer: no closure
 
     def on_step(self, doc: Reporter, event: StepEvent) -> None:
         self.optimizer_steps = max(self.optimizer_steps, 0) + 1
-        if not self.closure and self.param is not None and not self.done:
-            self._stop(doc)  # an optimizer steps: the wiring probe judges it
+        if not self.closure:
+            if self.param is not None and not self.done:
+                self._stop(doc)  # an optimizer steps: the wiring probe judges it
+            # Updates go through optimizer.step(): there is no hand-written one to count.
+            doc.unsubscribe(self, "on_step", "on_backward", "on_forward")
 
     def on_end(self, doc: Reporter) -> None:
         manual = self.param is not None and not self.closure and not self.optimizer_steps

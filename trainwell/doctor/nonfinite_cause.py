@@ -1,0 +1,113 @@
+"""The first cause of a non-finite loss, for the three probes that report one (the data:
+``nonfinite-input``; an earlier update: ``nonfinite-grad``; an operation of the forward
+or of the loss: ``nonfinite-loss``), when the doctor sends ``on_nonfinite_loss``.
+
+The cause is worked out once per backward (kept in the event's ``memo``) and each probe
+reports it only when it is its own: only the first cause is reported, everything after
+it is its consequence.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from trainwell.doctor.events import BackwardEvent, ForwardRecord, Reporter
+from trainwell.doctor.nonfinite import (
+    _finite,
+    _float_param_device,
+    _float_tensors,
+    _loss_assignment,
+    _nan_data_in_graph,
+    _replay,
+)
+from trainwell.doctor.sites import Site
+from trainwell.doctor.source import param_path, qualified_names
+
+NONFINITE_CODES = ("nonfinite-input", "nonfinite-grad", "nonfinite-loss")
+
+
+@dataclass
+class Cause:
+    """Why the loss went non-finite: the code of the finding that says so, where it
+    points, what happened, and the loss's backward."""
+
+    code: str
+    site: Site
+    what: str
+    backward: Site
+    evidence: dict[str, Any] = field(default_factory=dict)
+    forward: Site | None = None  # the model's call, when it is not the finding's line
+    params: list[str] = field(default_factory=list)  # nonfinite-grad: the weights
+
+
+def first_cause(doc: Reporter, event: BackwardEvent) -> Cause | None:
+    """The first cause of this backward's non-finite loss (``None`` when it cannot be
+    placed in the user's code, or when a non-finite finding came before: then this is
+    its consequence)."""
+    if "cause" not in event.memo:
+        reported = any(f.code in NONFINITE_CODES for f in doc.findings)
+        event.memo["cause"] = None if reported else _diagnose(doc, event)
+    return event.memo["cause"]
+
+
+def _diagnose(doc: Reporter, event: BackwardEvent) -> Cause | None:
+    site = event.site
+    if site is None:
+        return None
+    # 1. The data was already bad.
+    batch = doc.last_batch
+    if batch is not None and not _finite(_float_tensors(batch.batch)):
+        what = f"batch {batch.index} of this pass over the DataLoader holds NaN/Inf"
+        return Cause("nonfinite-input", batch.site or site, what, site,
+                     {"batch_index": batch.index})  # fmt: skip
+    loss = event.tensor.detach()
+    evidence: dict[str, Any] = {"step": doc.steps + 1, "loss": str(loss.flatten()[0].item())}
+    forwards = [r for r in doc.step_forwards if _float_param_device(r.module) is not None]
+    for record in forwards:
+        cause = _in_forward(doc, record, site, evidence)
+        if cause is not None:
+            return cause
+    # 4. The models' outputs are finite: the loss, or what it compares them with.
+    line = _loss_assignment(site) or site
+    if _nan_data_in_graph(event.tensor):
+        what = "a tensor the loss uses besides the model's output (the targets?) holds NaN"
+        return Cause("nonfinite-input", line, what, site)
+    evidence.update(model_output_finite=True)
+    what = "the model's output is finite; the loss computation turned it into NaN/Inf"
+    fwd = forwards[-1].site if forwards else None
+    return Cause("nonfinite-loss", line, what, site, evidence, fwd)
+
+
+def _in_forward(
+    doc: Reporter, record: ForwardRecord, site: Site, evidence: dict[str, Any]
+) -> Cause | None:
+    """The cause within one forward of the step: its inputs, its weights, or the first
+    operation that turned finite values into NaN/Inf (found by replaying it)."""
+    model, at = record.module, record.site
+    inputs = _float_tensors((record.args, record.kwargs))
+    # Inputs made by an earlier model of this step are that model's business.
+    if not _finite([t for t in inputs if t.grad_fn is None]):
+        return Cause("nonfinite-input", at or site, "the model's input holds NaN/Inf", site)
+    # 2. The weights were already bad: an earlier update was not finite.
+    root = doc.model_name(model)
+    bad = [param_path(n, root) for n, p in model.named_parameters() if not _finite([p.detach()])]
+    if bad:
+        what = ("the weights themselves are NaN/Inf: an earlier optimizer step applied "
+                "non-finite values")  # fmt: skip
+        return Cause("nonfinite-grad", site, what, site, params=bad)
+    # 3. Replay the forward and find the first operation that went non-finite.
+    device = _float_param_device(model)
+    autocast = record.autocast_for(device.type) if device is not None else None
+    names = qualified_names(model, root)
+    origin, finite_output = _replay(doc, model, record.args, record.kwargs, autocast, names)
+    if origin is not None and origin["site"] is not None:
+        module = origin["module"] or type(model).__name__
+        what = (f"`{origin['op']}` in {module} turned finite inputs into NaN/Inf "
+                "(the model's first non-finite value)")  # fmt: skip
+        evidence.update(module=module, op=origin["op"], inputs_finite=True)
+        return Cause("nonfinite-loss", origin["site"], what, site, evidence, at)
+    if not finite_output:
+        what = "the model's output is NaN/Inf (the operation could not be told)"
+        return Cause("nonfinite-loss", at or site, what, site, evidence, at)
+    return None
