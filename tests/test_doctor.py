@@ -137,6 +137,49 @@ def test_the_engine_runs_the_doctor_and_writes_doctor_json(cli, tmp_path):
     assert code == 0 and not (tmp_path / "off" / "doctor.json").exists()
 
 
+STEP_MODULES = {
+    # a module-level list
+    "keep_list": (
+        "import torch.nn.functional as F\n\nHISTORY = []\n\n\n"
+        "def step(model, batch):\n    x, y = batch\n    loss = F.cross_entropy(model(x), y)\n"
+        "    HISTORY.append(loss)\n    return loss\n",
+        9,
+    ),
+    # an object of the module's own class, at module level
+    "keep_tracker": (
+        "import torch.nn.functional as F\n\n\nclass Tracker:\n    def __init__(self):\n"
+        "        self.losses = []\n\n\nTRACK = Tracker()\n\n\ndef step(model, batch):\n"
+        "    out = model(batch[0])\n    loss = F.cross_entropy(out, batch[1])\n"
+        "    TRACK.losses.append(loss)\n    return {'loss': loss}\n",
+        15,
+    ),
+    # a dict of lists, the running total summed with the tensor
+    "keep_total": (
+        "import torch.nn.functional as F\n\nSTATS = {'total': 0.0}\n\n\n"
+        "def step(model, batch):\n    loss = F.cross_entropy(model(batch[0]), batch[1])\n"
+        "    STATS['total'] += loss\n    return loss\n",
+        8,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(STEP_MODULES))
+def test_the_engine_finds_a_step_module_keeping_its_losses(cli, tmp_path, name):
+    # The engine's frames, not the user's, run the step: the step module's variables
+    # are scanned all the same, and the finding points at the step file's line.
+    from tests.conftest import SYNTHETIC
+
+    text, line = STEP_MODULES[name]
+    (tmp_path / f"{name}.py").write_text(text)
+    code, _, err = cli("train", *SYNTHETIC, f"train.step={name}:step", "train.epochs=1",
+                       "run.dir=run")  # fmt: skip
+    assert code == 0, err
+    findings = json.loads((tmp_path / "run" / "doctor.json").read_text())["findings"]
+    assert [(f["code"], Path(f["file"]).name, f["line"]) for f in findings] == [
+        ("graph-retained", f"{name}.py", line)
+    ]
+
+
 def train_with_memory_samples(samples, probe_class):
     """100 optimizer steps watched by a memory probe reading (allocated, reserved) from
     ``samples`` instead of CUDA."""

@@ -7,6 +7,7 @@ import json
 import textwrap
 import warnings
 
+import pytest
 import torch
 
 from trainwell.cli import main
@@ -169,3 +170,17 @@ def test_cross_entropy_on_one_output_says_the_loss_gives_no_gradient(tmp_path):
     """)
     assert [(f["code"], f["line"]) for f in findings] == [("loss-no-gradient", 10)]
     assert "single output" in findings[0]["message"], findings[0]["message"]
+
+
+@pytest.mark.parametrize("node", ["AsStrided", "AsStridedBackward0"])
+def test_the_inplace_message_is_read_in_either_torch_spelling(node):
+    # torch 2.13 names the op that made the stale tensor, 2.11 its backward node.
+    from trainwell.doctor.carried import parse_modified
+
+    text = (
+        "one of the variables needed for gradient computation has been modified by an "
+        f"inplace operation: [torch.FloatTensor [16, 1]], which is output 0 of {node}, is at "
+        "version 2; expected version 1 instead."
+    )
+    modified = parse_modified(text, None)
+    assert (modified.shape, modified.producer) == ((16, 1), "AsStrided")

@@ -201,3 +201,17 @@ def test_cli_bad_input_is_one_line_and_exit_2(cli, tmp_path, args, words):
     assert code == 2
     assert len(err.strip().splitlines()) == 1 and words in err, err
     assert not (tmp_path / "runs").exists()
+
+
+def test_python_events_are_told_apart_without_is_python_function():
+    # torch 2.11 (a GPU machine's) has no FunctionEvent.is_python_function: the names
+    # tell a module's or a Python function's event from an operator's.
+    from types import SimpleNamespace
+
+    from trainwell.engine.profiling import _is_python
+
+    assert _is_python(SimpleNamespace(name="nn.Module: Linear_0"))
+    assert _is_python(SimpleNamespace(name="train.py(12): step"))
+    assert not _is_python(SimpleNamespace(name="aten::addmm"))
+    assert _is_python(SimpleNamespace(name="aten::addmm", is_python_function=True))
+    assert not _is_python(SimpleNamespace(name="nn.Module: X", is_python_function=False))

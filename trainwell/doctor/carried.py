@@ -146,7 +146,9 @@ def parse_modified(text: str, loss: torch.Tensor | None) -> Modified:
     m = _SHAPE.search(text)
     shape = tuple(int(s) for s in m.group(1).split(",") if s.strip()) if m else ()
     p = _PRODUCER.search(text)
-    return Modified(shape, p.group(1) if p else "", _stale_node(loss))
+    # Older torch names the node ("AsStridedBackward0"), newer the op ("AsStrided").
+    producer = re.sub(r"Backward\d*$", "", p.group(1)) if p else ""
+    return Modified(shape, producer, _stale_node(loss))
 
 
 def _stale_node(loss: torch.Tensor | None) -> str:

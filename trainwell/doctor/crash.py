@@ -76,7 +76,10 @@ def _oom(frame: types.FrameType, text: str) -> Finding:
     names = _names_in_scope(frame)
     tensors = []
     for obj in gc.get_objects():
-        if isinstance(obj, torch.Tensor) and not isinstance(obj, torch.nn.Parameter):
+        # type(), not isinstance: isinstance asks an object's __class__, and some
+        # (torch.distributed.reduce_op) warn when asked.
+        cls = type(obj)
+        if issubclass(cls, torch.Tensor) and not issubclass(cls, torch.nn.Parameter):
             try:
                 size = obj.untyped_storage().nbytes()
             except (RuntimeError, NotImplementedError):

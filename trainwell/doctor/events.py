@@ -153,7 +153,7 @@ class ForwardRecord:
     """
 
     __slots__ = ("steps", "module", "args", "kwargs", "autocast", "inputs", "code", "lasti",
-                 "_site")  # fmt: skip
+                 "globals", "_site")  # fmt: skip
 
     def __init__(self, steps: int, module: nn.Module, args: tuple, kwargs: dict, frame: Any):
         self.steps = steps
@@ -170,6 +170,9 @@ class ForwardRecord:
             self.inputs = _graph_inputs(args)
         # The calling instruction; its line is looked up only when asked.
         self.code, self.lasti = frame.f_code, frame.f_lasti
+        # The caller's module variables: a step function's, scanned for kept tensors when
+        # the engine (not the user's frames) runs the step.
+        self.globals = frame.f_globals
         # The user's line: the caller's when it is the user's (the common case), else
         # found now by walking out of the library (the frames go away).
         user = is_user_file(self.code.co_filename)

@@ -26,6 +26,7 @@ class _Holder:
         self.cls = cls  # the object's class, for attributes
         self.carried = False
         self.key: Any = None  # held as name[key], not as name itself
+        self.file: str | None = None  # the user's file whose variable it is, when known
 
     def describe(self) -> str:
         if self.key is not None and self.cls is not None:
@@ -44,23 +45,34 @@ _NOT_HOLDERS = (types.ModuleType, type, types.FunctionType, types.BuiltinFunctio
                 types.MethodType, str, int, float, bool, type(None))  # fmt: skip
 
 
-def _holders(frame: types.FrameType, seen_objects: set[int]) -> list[tuple[str, _Holder]]:
-    """The user's variables worth measuring, with a stable path for each."""
+def _holders(
+    frame: types.FrameType | None, seen_objects: set[int], modules: tuple[dict, ...] = ()
+) -> list[tuple[str, _Holder]]:
+    """The user's variables worth measuring, with a stable path for each: those of the
+    user's frames on the stack from ``frame`` out, and the globals of ``modules`` (the
+    user's modules whose code runs from the engine's frames: a step function's)."""
     found: list[tuple[str, _Holder]] = []
-    scopes: dict[int, dict[str, Any]] = {}  # frames of one file share their globals
-    f: types.FrameType | None = frame
+    # id -> (variables, their file); frames of one file share their globals
+    scopes: dict[int, tuple[dict[str, Any], str | None]] = {}
+    f = frame
     while f is not None:
-        if is_user_file(f.f_code.co_filename):
+        file = f.f_code.co_filename
+        if is_user_file(file):
             local = f.f_locals  # read once: each read copies the frame's variables
-            scopes.setdefault(id(local), local)
-            scopes.setdefault(id(f.f_globals), f.f_globals)
+            scopes.setdefault(id(local), (local, file))
+            scopes.setdefault(id(f.f_globals), (f.f_globals, file))
         f = f.f_back
-    for scope in scopes.values():
+    for module in modules:
+        scopes.setdefault(id(module), (module, module.get("__file__")))
+    for scope, file in scopes.values():
         for name, value in list(scope.items()):
             if isinstance(value, _NOT_HOLDERS) or name.startswith("__"):
                 continue
             if _holds_tensors(value):
-                found += _held(name, name, value, None, None)
+                held = _held(name, name, value, None, None)
+                for _, holder in held:
+                    holder.file = file
+                found += held
             elif _is_user_object(value) and id(value) not in seen_objects:
                 seen_objects.add(id(value))
                 found += _attributes(name, value, seen_objects)
@@ -98,12 +110,12 @@ def _attributes(owner: str, obj: Any, seen: set[int]) -> list[tuple[str, _Holder
 def _held(
     path: str, name: str, value: Any, owner: str | None, cls: type | None
 ) -> list[tuple[str, _Holder]]:
-    """A holder for ``value``, and for the containers one level inside a dict of them
-    (``history["loss"].append(loss)``, ``self.history["loss"]...``)."""
+    """A holder for ``value``, and for the containers and tensors one level inside a
+    dict of them (``history["loss"].append(loss)``, ``stats["total"] += loss``)."""
     found = [(path, _Holder(name, value, owner, cls))]
     if isinstance(value, dict):
         for key, inner in list(value.items())[:100]:
-            if isinstance(inner, (list, deque, dict)):
+            if isinstance(inner, (list, deque, dict)) or _has_graph(inner):
                 holder = _Holder(name, inner, owner, cls)
                 holder.key = key
                 found.append((f"{path}[{key!r}]", holder))
@@ -164,7 +176,7 @@ def _graph_size(root: Any, limit: int) -> int:
 def _user_files(holder: _Holder) -> list[str]:
     import sys
 
-    files = []
+    files = [holder.file] if holder.file else []
     if holder.cls is not None:
         mod = sys.modules.get(holder.cls.__module__)
         if mod is not None and getattr(mod, "__file__", None):
@@ -172,7 +184,7 @@ def _user_files(holder: _Holder) -> list[str]:
     main = sys.modules.get("__main__")
     if main is not None and getattr(main, "__file__", None):
         files.append(main.__file__)
-    return [f for f in files if f and is_user_file(f)]
+    return [f for f in dict.fromkeys(files) if f and is_user_file(f)]
 
 
 def _store_site(holder: _Holder, container: bool) -> tuple[str, int, int | None] | None:
@@ -205,7 +217,7 @@ def _helper_call(
             continue
         if not used & {a.arg for a in fn.args.args[1:]}:
             return None
-        for file in _user_files(_Holder(holder.name, None, None, None)):
+        for file in _user_files(holder):
             main = parse(file)
             for n in ast.walk(main) if main is not None else ():
                 if (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)

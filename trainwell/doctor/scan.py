@@ -6,11 +6,13 @@ how to count a container's items without reading all of them at every scan.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from typing import Any
 
 from trainwell.doctor.events import Reporter, StepEvent
 from trainwell.doctor.holders import _attributes, _Holder, _holders
+from trainwell.doctor.sites import is_user_file
 
 DENSE = 9  # every step up to here: enough observations for every rule
 # Items that hold no tensor, passed over before the test (a list of every step's loss
@@ -62,15 +64,27 @@ def holders_at(doc: Reporter, event: StepEvent) -> list[tuple[str, _Holder]]:
     per step, for every probe that asks."""
     found = event.memo.get("holders")
     if found is None:
-        frame = event.frame
         scanned: set[int] = set()  # objects whose attributes were looked at
-        found = _holders(frame, scanned) if frame is not None else []
-        for model in doc.models():
-            model = getattr(model, "module", model)  # inside DDP
+        models = [getattr(m, "module", m) for m in doc.models()]  # (inside DDP)
+        found = _holders(event.frame, scanned, _user_modules(doc, models))
+        for model in models:
             if id(model) not in scanned:
                 found += _attributes(type(model).__name__, model, scanned)
         event.memo["holders"] = found
     return found
+
+
+def _user_modules(doc: Reporter, models: list[Any]) -> tuple[dict, ...]:
+    """The variables of the user's modules whose code ran this step, the engine's
+    frames in between: those that called a model (a step function's) and those that
+    define the models."""
+    found = {id(r.globals): r.globals for r in doc.step_forwards if is_user_file(r.file)}
+    for model in models:
+        module = sys.modules.get(type(model).__module__)
+        file = getattr(module, "__file__", None)
+        if file and is_user_file(file):
+            found.setdefault(id(module.__dict__), module.__dict__)
+    return tuple(found.values())
 
 
 class ItemCounts:

@@ -318,7 +318,7 @@ def aggregate(events: Iterable[Any], by_cuda: bool = False) -> list[OpStat]:
 def _is_operator(event: Any) -> bool:
     from torch.autograd import DeviceType
 
-    if event.is_python_function or event.is_user_annotation:
+    if _is_python(event) or event.is_user_annotation:
         return False
     if event.device_type != DeviceType.CPU:
         return False
@@ -344,7 +344,7 @@ class _Where:
 
     def learn_forward(self, event: Any) -> None:
         """Remember the module of a forward op, for the backward ops of its node."""
-        if event.sequence_nr >= 0 and not event.is_python_function:
+        if event.sequence_nr >= 0 and not _is_python(event):
             modules = self._context(event.cpu_parent).modules
             if modules:
                 self._forward.setdefault((event.thread, event.sequence_nr), "/".join(modules))
@@ -369,9 +369,19 @@ class _Where:
         return ctx
 
 
+def _is_python(event: Any) -> bool:
+    """A Python function's event (``nn.Module: Linear_0``, ``file.py(12): f``). Older
+    torch (2.11, seen on a GPU machine) has no ``is_python_function``; its names say it."""
+    flag = getattr(event, "is_python_function", None)
+    if flag is not None:
+        return bool(flag)
+    name = event.name
+    return name.startswith(_MODULE) or ".py(" in name
+
+
 def _extend(ctx: _Context, event: Any) -> _Context:
     name = event.name
-    if event.is_python_function and name.startswith(_MODULE):
+    if _is_python(event) and name.startswith(_MODULE):
         return _Context((*ctx.modules, name[len(_MODULE) :]), ctx.annotation, ctx.node)
     if event.is_user_annotation and not name.startswith(STEP_RANGE):
         return _Context(ctx.modules, name, ctx.node)

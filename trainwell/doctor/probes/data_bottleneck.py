@@ -51,8 +51,9 @@ class DataBottleneckProbe:
     """``data-bottleneck``: the loop spends most of its time waiting for batches.
 
     For each DataLoader, the wait for ``next()`` is compared with the work between two
-    batches (its wall time, or the CPU time the process used when less: on a busy
-    machine the computing slows down and the waiting on files does not), for the batches
+    batches (its wall time, or the CPU time the training thread used when less: on a
+    busy machine the computing slows down and the waiting on files does not; the
+    process's CPU time would count the intra-op threads' spinning too), for the batches
     training used (an optimizer step between two) after the first ones (worker start-up,
     the doctor's own first-steps checks). Judged on the first quartiles of the last
     ``WINDOW`` batches, at every ``WINDOW`` batches and at the end of each pass: slow
@@ -74,7 +75,7 @@ class DataBottleneckProbe:
         self.reported: set[int] = set()
 
     def on_batch(self, doc: Reporter, event: BatchEvent) -> None:
-        now, cpu = time.perf_counter(), time.process_time()
+        now, cpu = time.perf_counter(), time.thread_time()
         key = id(event.loader._dataset)
         if key in self.reported:
             return

@@ -24,12 +24,15 @@ class NonFiniteGradProbe:
     def __init__(self) -> None:
         self.backwards = 0
         self.backward_site: Any = None  # event.pin() of the last backward of the first steps
+        self.loss: Any = None  # its loss (the graph is freed by then; the scalar stays)
         self.in_scaler = False
 
     def on_backward(self, doc: Reporter, event: BackwardEvent) -> None:
         self.backwards += 1
         self.backward_site = event.pin()  # for the gradient checks of the first steps
+        self.loss = event.tensor
         if self.backwards > self.GRAD_ALWAYS:
+            self.loss = None
             doc.unsubscribe(self, "on_backward")
 
     def on_nonfinite_loss(self, doc: Reporter, event: BackwardEvent) -> None:
@@ -54,6 +57,10 @@ class NonFiniteGradProbe:
         grads = [p.grad for g in event.optimizer.param_groups for p in g["params"]
                  if p.grad is not None and not p.grad.is_sparse]  # fmt: skip
         if not grads or _finite_norms(grads):
+            return
+        if self.loss is not None and not _finite([self.loss.detach()]):
+            # A loss on an accelerator is read only now and then (the host would wait):
+            # this one is not finite, and the loss's probes explain it when they read it.
             return
         self._done(doc)
         if any(f.code in NONFINITE_CODES for f in doc.findings):
