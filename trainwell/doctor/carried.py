@@ -29,6 +29,7 @@ GRAPH_LIMIT = 20_000
 INPLACE = "modified by an inplace operation"
 _SHAPE = re.compile(r"\[torch\.\w+ \[([\d, ]*)\]\]")
 _PRODUCER = re.compile(r"output \d+ of (\w+)")
+_VERSION = re.compile(r"is at version (\d+)")
 
 
 class Watched(Reporter, Protocol):
@@ -140,6 +141,7 @@ class Modified:
     shape: tuple[int, ...]
     producer: str  # the op that made it ("Sigmoid", "AsStrided" for a weight's view)
     node: str  # the backward node whose saved tensor is stale ("" when not found)
+    version: int | None = None  # the tensor's version counter now ("is at version N")
 
 
 def parse_modified(text: str, loss: torch.Tensor | None) -> Modified:
@@ -148,7 +150,8 @@ def parse_modified(text: str, loss: torch.Tensor | None) -> Modified:
     p = _PRODUCER.search(text)
     # Older torch names the node ("AsStridedBackward0"), newer the op ("AsStrided").
     producer = re.sub(r"Backward\d*$", "", p.group(1)) if p else ""
-    return Modified(shape, producer, _stale_node(loss))
+    v = _VERSION.search(text)
+    return Modified(shape, producer, _stale_node(loss), int(v.group(1)) if v else None)
 
 
 def _stale_node(loss: torch.Tensor | None) -> str:
@@ -170,16 +173,21 @@ def _stale_node(loss: torch.Tensor | None) -> str:
 
 
 def modified_parameter(frame: types.FrameType, mod: Modified) -> tuple[str, Any] | None:
-    """The optimizer (its variable name) holding a parameter of the modified shape."""
+    """The optimizer (its variable name) holding a parameter of the modified shape, and
+    of its version now when the error says it (two networks of a GAN can share shapes)."""
     if mod.producer not in ("", "AsStrided", "T", "Transpose", "Permute"):
         return None
     shapes = {mod.shape, tuple(reversed(mod.shape))}
+
+    def fits(p: torch.Tensor) -> bool:
+        return tuple(p.shape) in shapes and mod.version in (None, p._version)
+
     for scope in _scopes(frame):
         for name, value in list(scope.items()):
-            if isinstance(value, torch.optim.Optimizer):
-                for group in value.param_groups:
-                    if any(tuple(p.shape) in shapes for p in group["params"]):
-                        return name, value
+            if isinstance(value, torch.optim.Optimizer) and any(
+                fits(p) for group in value.param_groups for p in group["params"]
+            ):
+                return name, value
     return None
 
 

@@ -25,6 +25,7 @@ from trainwell.doctor.carried import (
     replay_inplace,
     step_line,
 )
+from trainwell.doctor.detached import NO_GRAD_FN, explain_detached
 from trainwell.doctor.findings import Finding
 from trainwell.doctor.sites import Site, is_user_file
 
@@ -55,6 +56,8 @@ def explain(doc: Watched, exc: BaseException) -> None:
         doc.add(_label_crash(frame, text))
     elif any(m in text for m in DEVICE_MARKERS):
         doc.add(_device_mismatch(frame, text))
+    elif NO_GRAD_FN in text:
+        doc.add(explain_detached(doc.models(), frame))
     elif SECOND_BACKWARD in text or INPLACE in text:
         finding = (_second_backward(doc, frame) if SECOND_BACKWARD in text
                    else _inplace(doc, frame, text))  # fmt: skip

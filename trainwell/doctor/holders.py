@@ -188,19 +188,22 @@ def _user_files(holder: _Holder) -> list[str]:
 
 
 def _store_site(holder: _Holder, container: bool) -> tuple[str, int, int | None] | None:
-    """The statement that stores into the holder, and where the stored tensor is made."""
-    for file in _user_files(holder):
-        tree = parse(file)
-        if tree is None:
-            continue
-        for node in ast.walk(tree):
-            hit = _stores(node, holder, container)
-            if hit is not None:
-                stmt_line, value = hit
-                call = _helper_call(tree, holder, stmt_line, value)
-                if call is not None:
-                    return call[0], call[1], stmt_line  # the fix goes at the call site
-                return file, stmt_line, _creation_line(tree, value, stmt_line)
+    """The statement that stores into the holder, and where the stored tensor is made.
+    A holder ``d[key]`` is looked for as ``d["key"]`` first, then as ``d[name]`` (a loop
+    over the keys)."""
+    for loose in (False, True) if holder.key is not None else (False,):
+        for file in _user_files(holder):
+            tree = parse(file)
+            if tree is None:
+                continue
+            for node in ast.walk(tree):
+                hit = _stores(node, holder, container, loose)
+                if hit is not None:
+                    stmt_line, value = hit
+                    call = _helper_call(tree, holder, stmt_line, value)
+                    if call is not None:
+                        return call[0], call[1], stmt_line  # the fix goes at the call site
+                    return file, stmt_line, _creation_line(tree, value, stmt_line)
     return None
 
 
@@ -226,7 +229,7 @@ def _helper_call(
     return None
 
 
-def _target_matches(node: ast.AST, holder: _Holder) -> bool:
+def _target_matches(node: ast.AST, holder: _Holder, loose: bool = False) -> bool:
     if holder.key is not None:
         inner = node.value if isinstance(node, ast.Subscript) else None
         named = (isinstance(inner, ast.Name) and inner.id == holder.name) or (
@@ -234,39 +237,45 @@ def _target_matches(node: ast.AST, holder: _Holder) -> bool:
             and isinstance(inner, ast.Attribute)
             and inner.attr == holder.name
         )
-        return (
-            named
-            and isinstance(node.slice, ast.Constant)  # type: ignore[union-attr]
-            and node.slice.value == holder.key  # type: ignore[union-attr]
-        )
+        if not named:
+            return False
+        key = node.slice  # type: ignore[union-attr]
+        if isinstance(key, ast.Constant):
+            return key.value == holder.key
+        return loose  # d[name]: any key
     if holder.cls is None:
         return isinstance(node, ast.Name) and node.id == holder.name
     return isinstance(node, ast.Attribute) and node.attr == holder.name
 
 
-def _stores(node: ast.AST, holder: _Holder, container: bool) -> tuple[int, ast.AST | None] | None:
+def _stores(
+    node: ast.AST, holder: _Holder, container: bool, loose: bool = False
+) -> tuple[int, ast.AST | None] | None:
+    def matches(target: ast.AST) -> bool:
+        return _target_matches(target, holder, loose)
+
     if container:
         # x.append(v), x.extend(v), x.insert(i, v), x += [v], x[k] = v
         if (
             isinstance(node, ast.Call)
             and isinstance(node.func, ast.Attribute)
             and node.func.attr in ("append", "extend", "insert", "appendleft")
-            and _target_matches(node.func.value, holder)
+            and matches(node.func.value)
         ):
             return node.lineno, node.args[-1] if node.args else None
-        if isinstance(node, ast.AugAssign) and _target_matches(node.target, holder):
+        if isinstance(node, ast.AugAssign) and matches(node.target):
             return node.lineno, node.value
         if isinstance(node, ast.Assign) and any(
-            isinstance(t, ast.Subscript) and _target_matches(t.value, holder) for t in node.targets
+            isinstance(t, ast.Subscript) and matches(t.value) for t in node.targets
         ):
             return node.lineno, node.value
         return None
-    if isinstance(node, ast.AugAssign) and _target_matches(node.target, holder):
+    if isinstance(node, ast.AugAssign) and matches(node.target):
         return node.lineno, node.value
     if isinstance(node, ast.Assign):
         targets = [e for t in node.targets for e in (t.elts if isinstance(t, ast.Tuple) else [t])]
-        refers = any(_target_matches(n, holder) for n in ast.walk(node.value))
-        if refers and any(_target_matches(t, holder) for t in targets):
+        refers = any(matches(n) for n in ast.walk(node.value))
+        if refers and any(matches(t) for t in targets):
             # h = f(x, h) carries state; total = total + loss accumulates.
             holder.carried = isinstance(node.value, ast.Call) or isinstance(
                 node.targets[0], ast.Tuple

@@ -9,8 +9,11 @@ it is its consequence.
 
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass, field
 from typing import Any
+
+import torch
 
 from trainwell.doctor.events import BackwardEvent, ForwardRecord, Reporter
 from trainwell.doctor.nonfinite import (
@@ -21,7 +24,7 @@ from trainwell.doctor.nonfinite import (
     _nan_data_in_graph,
     _replay,
 )
-from trainwell.doctor.sites import Site
+from trainwell.doctor.sites import Site, parse
 from trainwell.doctor.source import param_path, qualified_names
 
 NONFINITE_CODES = ("nonfinite-input", "nonfinite-grad", "nonfinite-loss")
@@ -106,8 +109,27 @@ def _in_forward(
         what = (f"`{origin['op']}` in {module} turned finite inputs into NaN/Inf "
                 "(the model's first non-finite value)")  # fmt: skip
         evidence.update(module=module, op=origin["op"], inputs_finite=True)
-        return Cause("nonfinite-loss", origin["site"], what, site, evidence, at)
+        where = origin["site"]
+        if autocast is not None and autocast[1] == torch.float16:
+            # float16's range ends at 65504: the fix is the precision (or the scale of
+            # the values), chosen at the autocast line.
+            what += (" under float16 autocast, whose largest value is 65504: scale the "
+                     "inputs down, or autocast to torch.bfloat16 (fp32's range)")  # fmt: skip
+            where = (_autocast_line(at) if at is not None else None) or where
+        return Cause("nonfinite-loss", where, what, site, evidence, at)
     if not finite_output:
         what = "the model's output is NaN/Inf (the operation could not be told)"
         return Cause("nonfinite-loss", at or site, what, site, evidence, at)
     return None
+
+
+def _autocast_line(call: Site) -> Site | None:
+    """The ``with torch.autocast(...)`` statement around the model's call, if any."""
+    tree = parse(call.file)
+    best = None
+    for node in ast.walk(tree) if tree is not None else ():
+        if isinstance(node, ast.With) and node.lineno <= call.line <= (node.end_lineno or 0):
+            names = {ast.unparse(i.context_expr).split("(")[0] for i in node.items}
+            if any(n.endswith("autocast") for n in names) and node.lineno > (best or 0):
+                best = node.lineno
+    return Site(call.file, best) if best else None

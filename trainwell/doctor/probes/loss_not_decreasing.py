@@ -14,6 +14,13 @@ from trainwell.doctor.events import (
 from trainwell.doctor.findings import Finding
 from trainwell.doctor.sites import Site
 
+# Findings that explain a loss that does not go down by themselves.
+CAUSES = frozenset({
+    "missing-zero-grad", "step-before-backward", "loss-no-gradient", "loss-broadcast",
+    "softmax-before-loss", "label-out-of-range", "nonfinite-loss", "nonfinite-grad",
+    "nonfinite-input", "amp-overflow", "param-not-in-optimizer", "unregistered-module",
+})  # fmt: skip
+
 
 class LossCurve:
     """The scalar losses of one backward call site, in order."""
@@ -127,8 +134,8 @@ class LossNotDecreasingProbe:
             return
         self.judged = True
         doc.unsubscribe(self, "on_backward")
-        if len(self.curves) != 1:
-            return
+        if len(self.curves) != 1 or any(f.code in CAUSES for f in doc.findings):
+            return  # (a flat loss is the consequence of a cause already reported)
         ((key, curve),) = self.curves.items()
         losses = curve.resolve()  # counted in backwards: manual SGD has no optimizer steps
         if not not_decreasing(losses, self.MIN_STEPS):

@@ -11,6 +11,7 @@ import torch
 
 from trainwell.doctor.events import BackwardEvent, CreatedEvent, ForwardEvent, Reporter, StepEvent
 from trainwell.doctor.findings import Finding
+from trainwell.doctor.graph import walk
 from trainwell.doctor.sites import Site, parse
 
 
@@ -63,11 +64,14 @@ class MissingZeroGradManualProbe:
     def on_backward(self, doc: Reporter, event: BackwardEvent) -> None:
         if self.closure and self.backward is None:
             self.backward = event.pin()  # the closure's backward: where the fix goes
-        if self.done or self.optimizer_steps or self.model is None:
+        if self.optimizer_steps or self.param is None and self.done:
             return
         if self.param is None:
             self.site = event.pin()
-            self._watch(doc, self.model.parameters())
+            # No model: tensors made with requires_grad=True, updated by hand; the leaves
+            # that this backward fills are the weights.
+            params = self.model.parameters() if self.model is not None else _leaves(event.tensor)
+            self._watch(doc, params)
             return
         if self._moved("version"):
             doc.count_step()  # a manual update since the last backward
@@ -142,8 +146,11 @@ class MissingZeroGradManualProbe:
         if self.handle is not None:
             self.handle.remove()
             self.handle = None
-        if doc is not None:
-            doc.unsubscribe(self, "on_backward", "on_pre_step", "on_forward")
+        if doc is None:
+            return
+        doc.unsubscribe(self, "on_pre_step", "on_forward")
+        if self.closure or self.param is None or self.optimizer_steps:
+            doc.unsubscribe(self, "on_backward")  # else still counting manual updates
 
     def _related(self) -> list[dict[str, Any]]:
         back = self.backward() if self.backward is not None else None
@@ -179,6 +186,16 @@ class MissingZeroGradManualProbe:
                 evidence={"updates_observed": self.hooks},
             )
         )
+
+
+def _leaves(loss: torch.Tensor) -> list[torch.Tensor]:
+    """The tensors whose ``.grad`` a backward from ``loss`` fills, in graph order."""
+    found = []
+    for node in walk(loss.grad_fn, 20_000) if loss.grad_fn is not None else ():
+        variable = getattr(node, "variable", None)  # an AccumulateGrad node's leaf
+        if isinstance(variable, torch.Tensor):
+            found.append(variable)
+    return found[::-1]  # the walk meets the last layer first
 
 
 def _fingerprint(p: torch.Tensor) -> torch.Tensor:

@@ -11,7 +11,14 @@ from trainwell.doctor.events import CreatedEvent, ForwardEvent, Reporter, StepEv
 from trainwell.doctor.findings import Finding
 from trainwell.doctor.modules import _parent
 from trainwell.doctor.sites import Site
-from trainwell.doctor.source import attribute_site, graph_cut_site, module_label, uses_attribute
+from trainwell.doctor.source import (
+    attribute_site,
+    graph_cut_site,
+    module_label,
+    module_path,
+    user_class,
+    uses_attribute,
+)
 
 
 class ParamWithoutGradProbe:
@@ -100,7 +107,10 @@ class ParamWithoutGradProbe:
     def _report_unused(
         self, doc: Reporter, model: nn.Module, name: str, module: nn.Module, params: list[str]
     ) -> None:
-        parent, attr = _parent(model, name)
+        # A parameter of the user's own class (``self.scale = nn.Parameter(...)``) is its
+        # attribute; a library module's (a Linear's weight) is reached through the module.
+        direct = user_class(type(module)) is not None
+        parent, attr = (module, params[0]) if direct else _parent(model, name)
         site, how = None, ""
         if parent is not None and attr:
             used = uses_attribute(type(parent), attr)
@@ -121,14 +131,16 @@ class ParamWithoutGradProbe:
             how = how or "no gradient reaches it"
         if site is None:
             return
-        label = module_label(name, module, doc.model_name(model))
+        root = doc.model_name(model)
+        label = (", ".join(f"`{module_path(name, root)}.{p}`" for p in params) if direct
+                 else f"{module_label(name, module, root)} ({', '.join(params)})")  # fmt: skip
         doc.add(
             Finding(
                 code="param-without-grad",
                 severity="warning",
                 file=site.file,
                 line=site.line,
-                message=f"{label} ({', '.join(params)}) is in the optimizer but never "
+                message=f"{label} is in the optimizer but never "
                 f"received a gradient in {doc.steps} steps: {how}",
                 why="a part meant to train stays at its initial weights (or weight decay "
                 "alone shrinks it)",
