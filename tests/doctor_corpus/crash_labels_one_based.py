@@ -6,7 +6,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 torch.manual_seed(0)
 features = torch.randn(400, 24)
-ratings = torch.bucketize(features[:, :4].sum(1), torch.tensor([-2.0, -0.7, 0.7, 2.0])) + 1
+ratings = torch.bucketize(features[:, :4].sum(1), torch.tensor([-2.0, -0.7, 0.7, 2.0])) + 1  # expect: label-out-of-range
 loader = DataLoader(TensorDataset(features, ratings), batch_size=40, shuffle=True)
 
 model = nn.Sequential(nn.Linear(24, 48), nn.ReLU(), nn.Linear(48, 5))
@@ -15,7 +15,7 @@ optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
 for epoch in range(2):
     for xb, yb in loader:
         out = model(xb)
-        loss = criterion(out, yb)  # expect: label-out-of-range
+        loss = criterion(out, yb)  # expect-related: label-out-of-range
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()

@@ -51,6 +51,8 @@ def explain(doc: Watched, exc: BaseException) -> None:
     if isinstance(exc, torch.OutOfMemoryError) or any(m in text for m in OOM_MARKERS):
         doc.add(_oom(frame, text))
     elif LABEL_MARKER.search(text):
+        if any(f.code == "label-out-of-range" for f in doc.findings):
+            return  # the labels probe saw them before PyTorch raised
         # The labels probe checks every call at first, then a sample: PyTorch's own
         # IndexError catches a bad label in an unchecked batch, and is explained here.
         doc.add(_label_crash(frame, text))

@@ -344,6 +344,8 @@ class Dispatcher:
         self.seq_before_step = self._prev_backward_seq
         for record in self.step_forwards:
             record.steps = self.steps
+        if self._handlers["on_update"]:
+            self._dispatch("on_update", StepEvent(None, self.steps, sys._getframe(1)))
         if self.max_steps is not None and self.steps >= self.max_steps:
             self.stopped = True
             raise StopTraining(f"stopped after {self.steps} optimizer steps")

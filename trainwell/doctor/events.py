@@ -274,7 +274,7 @@ class StepEvent(LazySite):
     tensors): made once."""
 
     def __init__(
-        self, optimizer: torch.optim.Optimizer, step: int, frame: Any, closure: bool = False
+        self, optimizer: torch.optim.Optimizer | None, step: int, frame: Any, closure: bool = False
     ) -> None:
         self._frame = frame  # LazySite's, set here: made at every step
         self.optimizer, self.step = optimizer, step
@@ -298,6 +298,7 @@ EVENTS = (
     "on_zero_grad",
     "on_pre_step",  # the optimizer (the event) is about to step
     "on_step",
+    "on_update",  # a hand-written weight update, counted as a step (no optimizer: None)
     "on_scheduler_step",
     "on_epoch_end",
     "on_loss",

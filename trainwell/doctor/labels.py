@@ -4,11 +4,14 @@ before it computes a first loss (one with bad labels would raise)."""
 
 from __future__ import annotations
 
+import ast
+import types
 from dataclasses import dataclass
 
 import torch
 
-from trainwell.doctor.events import LossEvent
+from trainwell.doctor.events import BatchEvent, LossEvent
+from trainwell.doctor.sites import Site, is_user_file, parse
 
 
 @dataclass
@@ -19,6 +22,7 @@ class OutOfRange:
     hi: float
     expected: str
     hint: str
+    one_based: bool = False  # labels 1..C: made off by one where they were made
 
 
 def labels_out_of_range(event: LossEvent) -> OutOfRange | None:
@@ -54,10 +58,67 @@ def _class_labels(event: LossEvent) -> OutOfRange | None:
     if lo >= 0 and hi < classes:
         return None
     if lo >= 1 and hi == classes:
-        hint = "the labels look 1-based: use y - 1"
+        return OutOfRange(lo, hi, f"[0, {classes})", "the labels look 1-based: use y - 1", True)
     elif hi >= classes:
         hint = (f"the model has {classes} outputs: make it {hi + 1} (the number of "
                 "classes), or remap the labels to 0..C-1")  # fmt: skip
     else:
         hint = "negative labels: map them to 0..C-1 or to ignore_index"
     return OutOfRange(lo, hi, f"[0, {classes})", hint)
+
+
+def label_origin(event: LossEvent, batch: BatchEvent | None) -> Site | None:
+    """Where the labels the loss got were made, for 1-based labels (the fix, ``- 1``,
+    goes there): the user's variable holding them, the target itself or the tensor it
+    indexes, or a TensorDataset's labels behind the DataLoader, found by identity in the
+    user's frames; ``None`` when not found."""
+    frame = event.frame
+    if frame is None or not isinstance(event.target, torch.Tensor):
+        return None
+    wanted = [event.target, event.target._base]
+    if batch is not None:
+        dataset = getattr(batch.loader, "_dataset", None)
+        tensors = getattr(dataset, "tensors", ())  # a TensorDataset
+        wanted += [t for t in tensors if isinstance(t, torch.Tensor) and not t.is_floating_point()]
+    ids = {id(t) for t in wanted if t is not None}
+    f: types.FrameType | None = frame
+    while f is not None:
+        if is_user_file(f.f_code.co_filename):
+            for scope in (f.f_locals, f.f_globals):
+                name = next((n for n, v in list(scope.items()) if id(v) in ids), None)
+                line = _assigned(f.f_code.co_filename, name) if name else None
+                if line is not None:
+                    return Site(f.f_code.co_filename, line)
+        f = f.f_back
+    # y[idx] copies: the variable the loss's target expression indexes.
+    name = _target_name(frame.f_code.co_filename, frame.f_lineno)
+    value = frame.f_locals.get(name, frame.f_globals.get(name)) if name else None
+    if isinstance(value, torch.Tensor) and not value.is_floating_point():
+        line = _assigned(frame.f_code.co_filename, name)
+        return Site(frame.f_code.co_filename, line) if line else None
+    return None
+
+
+def _target_name(file: str, line: int) -> str | None:
+    """``y`` of a loss call ``crit(out, y[idx].long())`` on ``line``."""
+    tree = parse(file)
+    for node in ast.walk(tree) if tree is not None else ():
+        if isinstance(node, ast.Call) and node.lineno == line and len(node.args) >= 2:
+            target = node.args[1]
+            while isinstance(target, (ast.Subscript, ast.Call, ast.Attribute)):
+                target = target.func if isinstance(target, ast.Call) else target.value
+            if isinstance(target, ast.Name):
+                return target.id
+    return None
+
+
+def _assigned(file: str, name: str) -> int | None:
+    """The last line that assigns ``name`` (``name = ...``) in ``file``."""
+    tree = parse(file)
+    lines = [
+        node.lineno
+        for node in (ast.walk(tree) if tree is not None else ())
+        if isinstance(node, ast.Assign)
+        and any(isinstance(t, ast.Name) and t.id == name for t in node.targets)
+    ]
+    return max(lines) if lines else None

@@ -50,8 +50,15 @@ class GraphRetainedProbe:
 
     def on_step(self, doc: Reporter, event: StepEvent) -> None:
         sleep_until_scheduled(doc, self, event.step)
-        if not scheduled(event.step):
-            return
+        if scheduled(event.step):
+            self._scan(doc, event)
+
+    def on_update(self, doc: Reporter, event: StepEvent) -> None:
+        # A hand-written update (no optimizer) counted as a step: scanned alike.
+        if scheduled(event.step):
+            self._scan(doc, event)
+
+    def _scan(self, doc: Reporter, event: StepEvent) -> None:
         frame = event.frame
         seen: set[str] = set()
         for path, holder in holders_at(doc, event):

@@ -6,7 +6,7 @@ import torch
 
 from trainwell.doctor.events import CLASSIFICATION_LOSSES, LossEvent, Reporter
 from trainwell.doctor.findings import Finding
-from trainwell.doctor.labels import labels_out_of_range
+from trainwell.doctor.labels import label_origin, labels_out_of_range
 
 
 class LabelOutOfRangeProbe:
@@ -36,15 +36,22 @@ class LabelOutOfRangeProbe:
             doc.unsubscribe(self, "on_loss")
             return
         bad = labels_out_of_range(event)
-        site = event.site if bad is not None else None
-        if bad is None or site is None:
+        if bad is None:
             return
+        # 1-based labels are fixed where they are made; other ranges at the loss (the
+        # head's size, the loss's kind). (Before .site, which lets the frames go.)
+        made = label_origin(event, doc.last_batch) if bad.one_based else None
+        site = event.site
+        if site is None:
+            return
+        related = [{"file": site.file, "line": site.line, "what": "the loss"}] if made else []
         doc.add(
             Finding(
                 code="label-out-of-range",
                 severity="error",
-                file=site.file,
-                line=site.line,
+                file=(made or site).file,
+                line=(made or site).line,
+                related=related,
                 message=f"{event.name} targets range over [{bad.lo:g}, {bad.hi:g}] but must "
                 f"lie in {bad.expected}",
                 why="on a GPU this is the cryptic 'device-side assert triggered'; on the "

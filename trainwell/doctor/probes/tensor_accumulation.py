@@ -51,6 +51,11 @@ class TensorAccumulationProbe:
         sample = (event.step // self.EVERY + 1) * self.EVERY if self.sampling else None
         sleep_until_scheduled(doc, self, event.step, also=sample)
 
+    def on_update(self, doc: Reporter, event: StepEvent) -> None:
+        # A hand-written update (no optimizer) counted as a step: scanned alike.
+        if scheduled(event.step):
+            self._scan(doc, event)
+
     def _scan(self, doc: Reporter, event: StepEvent) -> None:
         seen: set[str] = set()
         for path, holder in holders_at(doc, event):
