@@ -8,6 +8,7 @@ from trainwell.doctor.events import BackwardEvent, Reporter, ScalerEvent, StepEv
 from trainwell.doctor.findings import Finding
 from trainwell.doctor.nonfinite import _finite, _finite_norms
 from trainwell.doctor.nonfinite_cause import NONFINITE_CODES, first_cause
+from trainwell.doctor.singular import singular_site
 from trainwell.doctor.source import param_path
 
 
@@ -69,10 +70,14 @@ class NonFiniteGradProbe:
                  for n, p in r.module.named_parameters()}  # fmt: skip
         bad = [names.get(id(p), "?") for g in event.optimizer.param_groups for p in g["params"]
                if p.grad is not None and not _finite([p.grad])]  # fmt: skip
-        site = self.backward_site() if self.backward_site is not None else None
-        if site is not None:
-            what = "the gradients are NaN/Inf while the loss is finite"
-            doc.add(_finding(site, bad, what, doc.steps))
+        back = self.backward_site() if self.backward_site is not None else None
+        if back is None:
+            return
+        # The fix goes at the operation whose gradient is singular (an eps in sqrt).
+        site = singular_site(self.loss, back) if self.loss is not None else None
+        what = "the gradients are NaN/Inf while the loss is finite"
+        related = [{"file": back.file, "line": back.line, "what": "backward"}] if site else []
+        doc.add(_finding(site or back, bad, what, doc.steps, related))
 
     def _done(self, doc: Reporter) -> None:
         """The first cause is found: what follows is its consequence."""
@@ -80,7 +85,9 @@ class NonFiniteGradProbe:
                         "on_pre_step")  # fmt: skip
 
 
-def _finding(site: Any, params: list[str], what: str, steps: int) -> Finding:
+def _finding(
+    site: Any, params: list[str], what: str, steps: int, related: list | None = None
+) -> Finding:
     return Finding(
         code="nonfinite-grad",
         severity="error",
@@ -93,5 +100,6 @@ def _finding(site: Any, params: list[str], what: str, steps: int) -> Finding:
         "add an eps, e.g. torch.sqrt(x + 1e-8)); clip gradients "
         "(torch.nn.utils.clip_grad_norm_); torch.autograd.detect_anomaly() names the "
         "backward op",
+        related=related or [],
         evidence={"parameters": params[:20], "step": steps + 1},
     )
