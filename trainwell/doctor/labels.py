@@ -75,14 +75,28 @@ def label_origin(event: LossEvent, batch: BatchEvent | None) -> Site | None:
     frame = event.frame
     if frame is None or not isinstance(event.target, torch.Tensor):
         return None
-    wanted = [event.target, event.target._base]
-    if batch is not None:
-        dataset = getattr(batch.loader, "_dataset", None)
-        tensors = getattr(dataset, "tensors", ())  # a TensorDataset
-        wanted += [t for t in tensors if isinstance(t, torch.Tensor) and not t.is_floating_point()]
-    ids = {id(t) for t in wanted if t is not None}
+    # A TensorDataset's labels behind the DataLoader first: the batch itself is only
+    # the loop's variable.
+    dataset = getattr(batch.loader, "_dataset", None) if batch is not None else None
+    tensors = getattr(dataset, "tensors", ())
+    behind = [t for t in tensors if isinstance(t, torch.Tensor) and not t.is_floating_point()]
+    for wanted in (behind, [event.target, event.target._base]):
+        site = _holder_site(frame, {id(t) for t in wanted if t is not None})
+        if site is not None:
+            return site
+    # y[idx] copies: the variable the loss's target expression indexes.
+    name = _target_name(frame.f_code.co_filename, frame.f_lineno)
+    value = frame.f_locals.get(name, frame.f_globals.get(name)) if name else None
+    if isinstance(value, torch.Tensor) and not value.is_floating_point():
+        line = _assigned(frame.f_code.co_filename, name)
+        return Site(frame.f_code.co_filename, line) if line else None
+    return None
+
+
+def _holder_site(frame: types.FrameType, ids: set[int]) -> Site | None:
+    """Where the user's variable holding one of the objects ``ids`` was assigned."""
     f: types.FrameType | None = frame
-    while f is not None:
+    while f is not None and ids:
         if is_user_file(f.f_code.co_filename):
             for scope in (f.f_locals, f.f_globals):
                 name = next((n for n, v in list(scope.items()) if id(v) in ids), None)
@@ -90,12 +104,6 @@ def label_origin(event: LossEvent, batch: BatchEvent | None) -> Site | None:
                 if line is not None:
                     return Site(f.f_code.co_filename, line)
         f = f.f_back
-    # y[idx] copies: the variable the loss's target expression indexes.
-    name = _target_name(frame.f_code.co_filename, frame.f_lineno)
-    value = frame.f_locals.get(name, frame.f_globals.get(name)) if name else None
-    if isinstance(value, torch.Tensor) and not value.is_floating_point():
-        line = _assigned(frame.f_code.co_filename, name)
-        return Site(frame.f_code.co_filename, line) if line else None
     return None
 
 
@@ -113,12 +121,14 @@ def _target_name(file: str, line: int) -> str | None:
 
 
 def _assigned(file: str, name: str) -> int | None:
-    """The last line that assigns ``name`` (``name = ...``) in ``file``."""
+    """The last line that makes ``name`` (``name = ...``, not ``name = name.to(device)``)
+    in ``file``."""
     tree = parse(file)
     lines = [
         node.lineno
         for node in (ast.walk(tree) if tree is not None else ())
         if isinstance(node, ast.Assign)
         and any(isinstance(t, ast.Name) and t.id == name for t in node.targets)
+        and not any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(node.value))
     ]
     return max(lines) if lines else None
