@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import statistics
 import time
+from collections import deque
+from collections.abc import Iterable
 from typing import Any
 
 import torch
@@ -23,8 +25,9 @@ class _Loader:
                  "settings", "kind")  # fmt: skip
 
     def __init__(self) -> None:
-        self.waits: list[float] = []
-        self.works: list[float] = []
+        # The last WINDOW of each, appended in place (a new list per batch costs more).
+        self.waits: deque[float] = deque(maxlen=DataBottleneckProbe.WINDOW)
+        self.works: deque[float] = deque(maxlen=DataBottleneckProbe.WINDOW)
         self.last = self.last_cpu = 0.0
         self.steps = -1  # the optimizer steps at the last batch
         self.seen = 0  # batches seen
@@ -93,11 +96,11 @@ class DataBottleneckProbe:
         # evaluation loop waits for its batches by nature, with little work between.
         if st.seen <= self.SKIP or event.index == 1 and st.seen <= 2 * self.SKIP or not stepped:
             return
-        st.waits = [*st.waits[1 - self.WINDOW:], event.wait_s]
+        st.waits.append(event.wait_s)
         # The work between two batches: its wall time, unless the process used less CPU
         # than that (a busy machine slows the computing, not the waiting on files).
         work = min(now - last - event.wait_s, cpu - last_cpu)
-        st.works = [*st.works[1 - self.WINDOW:], max(work, 0.0)]
+        st.works.append(max(work, 0.0))
         st.note(event)
         if len(st.waits) == self.WINDOW and st.seen % self.WINDOW == 0:
             self._judge(doc, key, st)
@@ -128,7 +131,7 @@ class DataBottleneckProbe:
         doc.add(_bottleneck(st, share, wait, site, per_step, loader_site))
 
 
-def _low(values: list[float]) -> float:
+def _low(values: Iterable[float]) -> float:
     """The first quartile: timings only ever come out longer than the work takes (a
     busy machine, a descheduled thread, a collection), so the low ones tell it best."""
     return statistics.quantiles(values, n=4)[0]
