@@ -59,20 +59,20 @@ How to run
     python benchmarks/doctor_overhead.py --quick      # a few seconds: a smoke run
     python benchmarks/doctor_overhead.py --steps 1000 --tiny-steps 5000 --repeats 9
 
-Measured on this project's 2-core CPU VM (shared with other work: load 0.5-2 during the
-runs, so spreads are wide; two runs of the default command, 2026-11-30)::
+Measured on this project's 2-core CPU VM, quiet (2026-11-30, two runs of the default
+command)::
 
-    ratio engine (doctor on / off, steps/s): 1.04     1.02
-    ratio tiny (doctor on / off, steps/s): 0.86       0.83
-    ratio cnn (doctor on / off, steps/s): 0.92        0.96
+    ratio engine (doctor on / off, steps/s): 0.96     0.94
+    ratio tiny (doctor on / off, steps/s): 0.85       0.85
+    ratio cnn (doctor on / off, steps/s): 0.96        0.98
 
-with, under the table, tiny: first 100 steps +23.8 / +19.9 ms in all, after them 0.871
-/ 0.844 (about 65 us per step of a 0.34-0.40 ms step); cnn: +64.6 / +31.2 ms, after
-them 0.912 / 0.966. Before the issue-12 rework (300-step tiny runs, same machine):
-tiny 0.70 and 0.51, cnn 0.87 and 0.93, engine 0.96 and 0.79. The aim, not yet met for
-the tiny model: at least 0.90 for it and 0.97 for the CNN and the engine, so that the
-doctor's default mode is cheap enough to leave on. Speed is measured here, never
-asserted.
+with, under the table, tiny: first 100 steps +15.5 / +19.5 ms in all, after them 0.865
+/ 0.864 (about 50 us per step of a 0.29 ms step); cnn: after them 0.963 / 0.988 (the
+second run after data-bottleneck's windows became deques). A tiny-only harness (steps
+100-3000 of 3000-step runs, 7 alternating repeats) measured 0.913 after the first steps.
+The aim, not met for the tiny model: at least 0.90 for it and 0.97 for the CNN and the
+engine, so that the doctor's default mode is cheap enough to leave on. Speed is measured
+here, never asserted.
 
 What stays per step
 -------------------
