@@ -9,10 +9,11 @@ from trainwell.doctor.events import BackwardEvent, StepEvent
 
 
 class _State:
-    __slots__ = ("steps", "off", "backwards_at_step", "zeroed_at")
+    __slots__ = ("steps", "off", "backwards_at_step", "zeroed_at", "run")
 
     def __init__(self) -> None:
         self.steps = 0
+        self.run = 0  # steps in a row with the verdict a probe looks for
         self.off = False
         self.backwards_at_step = 0  # the backward count at this optimizer's last step
         self.zeroed_at = -1  # the backward count at this optimizer's last zero_grad
@@ -63,6 +64,18 @@ class FreshGradients:
         if grads and self.backwards > st.backwards_at_step and st.zeroed_at < self.backwards:
             return "zero"  # a fresh backward, not cleared since, left only zeros
         return "stale"
+
+    def run_of(self, event: StepEvent, bad: str) -> int:
+        """The verdict of the optimizer about to step (:meth:`verdict`); when it is
+        ``bad``, how many steps in a row have had it, this one included (a fresh step
+        starts the count anew), else 0."""
+        verdict = self.verdict(event)
+        st = self._state(event.optimizer)
+        if verdict == "fresh":
+            st.run = 0
+        elif verdict == bad:
+            st.run += 1
+        return st.run if verdict == bad else 0
 
     def stepped(self, event: StepEvent) -> int | None:
         """Count the step; the optimizer's steps so far (``None`` once it is judged)."""

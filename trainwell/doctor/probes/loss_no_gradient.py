@@ -32,7 +32,6 @@ class LossNoGradientProbe:
 
     def __init__(self) -> None:
         self.grads = FreshGradients(self.CHECK)
-        self.streak: dict[int, int] = {}  # id(optimizer) -> all-zero steps in a row
         self.values: list[float | None] = []  # the losses of the last backwards
         self.reason: tuple[Any, str] | None = None  # (site, why) of a loss with no gradient
         self.loss: Any = None  # the last tensor backwarded, weakly
@@ -57,14 +56,8 @@ class LossNoGradientProbe:
         self.grads.scaler_step(event.optimizer)
 
     def on_pre_step(self, doc: Reporter, event: StepEvent) -> None:
-        verdict = self.grads.verdict(event)
-        key = id(event.optimizer)
-        if verdict == "fresh":
-            self.streak[key] = 0
-        elif verdict == "zero":
-            self.streak[key] = self.streak.get(key, 0) + 1
-            if self.streak[key] >= self.STREAK:
-                self._report(doc, event)
+        if self.grads.run_of(event, "zero") >= self.STREAK:
+            self._report(doc, event)
         self._stop_when_done(doc)
 
     def on_step(self, doc: Reporter, event: StepEvent) -> None:

@@ -22,7 +22,6 @@ class StepBeforeBackwardProbe:
 
     def __init__(self) -> None:
         self.grads = FreshGradients(self.CHECK)
-        self.streak: dict[int, int] = {}  # id(optimizer) -> stale steps in a row
 
     def on_backward(self, doc: Reporter, event: BackwardEvent) -> None:
         self.grads.backward(event)
@@ -34,14 +33,8 @@ class StepBeforeBackwardProbe:
         self.grads.scaler_step(event.optimizer)
 
     def on_pre_step(self, doc: Reporter, event: StepEvent) -> None:
-        verdict = self.grads.verdict(event)
-        key = id(event.optimizer)
-        if verdict == "fresh":
-            self.streak[key] = 0
-        elif verdict == "stale":
-            self.streak[key] = self.streak.get(key, 0) + 1
-            if self.streak[key] >= self.STREAK:
-                self._report(doc, event)
+        if self.grads.run_of(event, "stale") >= self.STREAK:
+            self._report(doc, event)
         self._stop_when_done(doc)
 
     def on_step(self, doc: Reporter, event: StepEvent) -> None:
