@@ -12,6 +12,7 @@ from torch import nn
 from trainwell.doctor.findings import Finding
 from trainwell.doctor.nonfinite import _loss_assignment
 from trainwell.doctor.sites import Site, parse
+from trainwell.doctor.source import call_name
 
 NO_GRAD_FN = "does not require grad and does not have a grad_fn"
 
@@ -69,17 +70,8 @@ def _cut_in(site: Site) -> str | None:
     for node in ast.walk(tree):
         if isinstance(node, ast.stmt) and node.lineno == site.line:
             for call in ast.walk(node):
-                name = _called(call)
+                name = call_name(call)
                 if name in _CUTS:
                     return _CUTS[name]
             return None
     return None
-
-
-def _called(node: ast.AST) -> str | None:
-    if not isinstance(node, ast.Call):
-        return None
-    func = node.func
-    if isinstance(func, ast.Attribute):
-        return func.attr
-    return func.id if isinstance(func, ast.Name) else None

@@ -16,6 +16,7 @@ from torch.overrides import TorchFunctionMode
 from trainwell.doctor.events import Reporter
 from trainwell.doctor.graph import walk as _walk
 from trainwell.doctor.sites import Site, parse, user_frame
+from trainwell.doctor.source import call_name
 
 
 def _float_tensors(
@@ -241,9 +242,7 @@ def _loss_assignment(backward: Site) -> Site | None:
 def _guarded(call: ast.Call) -> bool:
     """A call whose argument is kept in range: log(p.clamp(min=1e-7)), sqrt(x + eps)."""
     for node in ast.walk(ast.Tuple(elts=list(call.args), ctx=ast.Load())):
-        if isinstance(node, ast.Call) and getattr(
-            node.func, "attr", getattr(node.func, "id", "")
-        ) in ("clamp", "clamp_min", "clip", "maximum", "max", "abs", "softplus"):
+        if call_name(node) in ("clamp", "clamp_min", "clip", "maximum", "max", "abs", "softplus"):
             return True
         if isinstance(node, ast.Name) and "eps" in node.id.lower():
             return True
@@ -265,7 +264,7 @@ def _risky_line(fn: ast.FunctionDef) -> int:
         n.lineno
         for n in ast.walk(fn)
         if isinstance(n, ast.Call)
-        and getattr(n.func, "attr", getattr(n.func, "id", "")) in _RISKY
+        and call_name(n) in _RISKY
         and not _guarded(n)
     ]
     divisions = [

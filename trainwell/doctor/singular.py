@@ -11,6 +11,7 @@ from typing import Any
 from trainwell.doctor.graph import walk
 from trainwell.doctor.nonfinite import _guarded
 from trainwell.doctor.sites import Site, parse
+from trainwell.doctor.source import call_name
 
 # Backward nodes whose gradient is infinite at a finite input -> the calls that make them.
 _SINGULAR = {
@@ -46,8 +47,4 @@ def _call_named(node: ast.AST, names: set[str]) -> bool:
         return "**" in names and isinstance(exponent, ast.Constant) and (
             isinstance(exponent.value, float) and 0 < exponent.value < 1
         )
-    if not isinstance(node, ast.Call):
-        return False
-    func = node.func
-    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-    return name in names and not _guarded(node)
+    return isinstance(node, ast.Call) and call_name(node) in names and not _guarded(node)

@@ -11,6 +11,22 @@ from torch import nn
 from trainwell.doctor.sites import Site, is_user_file, parse
 
 
+def call_name(node: ast.AST) -> str | None:
+    """The name a call calls: ``sqrt`` of ``torch.sqrt(x)`` and of ``sqrt(x)``, ``item``
+    of ``loss.item()``; ``None`` for anything else.
+
+    Example:
+        >>> [call_name(ast.parse(c, mode="eval").body) for c in ("torch.sqrt(x)", "f(1)", "x")]
+        ['sqrt', 'f', None]
+    """
+    if not isinstance(node, ast.Call):
+        return None
+    func = node.func
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    return func.id if isinstance(func, ast.Name) else None
+
+
 def module_path(path: str, root: str = "model") -> str:
     """A dotted ``named_modules`` path as the user writes it: ``1`` -> ``model[1]``,
     ``encoder.layers.0.attn`` -> ``encoder.layers[0].attn``; ``root`` is the model's
