@@ -21,6 +21,16 @@ def walk(root: Any, limit: int) -> Iterator[Any]:
                 stack.append(nxt)
 
 
+def leaves(root: Any, limit: int) -> Iterator[torch.Tensor]:
+    """The tensors whose ``.grad`` a backward from ``root`` fills (the variables of its
+    AccumulateGrad nodes), in walk order (the last layer's first), within ``limit``
+    nodes."""
+    for node in walk(root, limit):
+        variable = getattr(node, "variable", None)
+        if isinstance(variable, torch.Tensor):
+            yield variable
+
+
 def output_tensors(output: Any) -> list[torch.Tensor]:
     """The tensors of a forward's output: a tensor, or those in a tuple, list or dict."""
     if isinstance(output, torch.Tensor):

@@ -11,7 +11,7 @@ import torch
 
 from trainwell.doctor.events import BackwardEvent, CreatedEvent, ForwardEvent, Reporter, StepEvent
 from trainwell.doctor.findings import Finding
-from trainwell.doctor.graph import walk
+from trainwell.doctor.graph import leaves
 from trainwell.doctor.sites import Site, parse
 
 
@@ -189,13 +189,9 @@ class MissingZeroGradManualProbe:
 
 
 def _leaves(loss: torch.Tensor) -> list[torch.Tensor]:
-    """The tensors whose ``.grad`` a backward from ``loss`` fills, in graph order."""
-    found = []
-    for node in walk(loss.grad_fn, 20_000) if loss.grad_fn is not None else ():
-        variable = getattr(node, "variable", None)  # an AccumulateGrad node's leaf
-        if isinstance(variable, torch.Tensor):
-            found.append(variable)
-    return found[::-1]  # the walk meets the last layer first
+    """The tensors a backward from ``loss`` fills, the first layer's first."""
+    root = loss.grad_fn
+    return list(leaves(root, 20_000))[::-1] if root is not None else []
 
 
 def _fingerprint(p: torch.Tensor) -> torch.Tensor:

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
 from torch import nn
 
 from trainwell.doctor.coverage import Coverage, plain_containers
 from trainwell.doctor.events import BackwardEvent, CreatedEvent, ForwardEvent, Reporter, StepEvent
 from trainwell.doctor.findings import Finding
-from trainwell.doctor.graph import walk as _walk
+from trainwell.doctor.graph import leaves
 from trainwell.doctor.modules import _params
 from trainwell.doctor.sites import Site
 from trainwell.doctor.source import param_path
@@ -53,12 +52,10 @@ class ParamNotInOptimizerProbe:
     def on_backward(self, doc: Reporter, event: BackwardEvent) -> None:
         # The loss's leaves, for the first steps: trainable tensors outside any model.
         if self.steps < self.CHECK_AT and event.tensor.grad_fn is not None:
-            for node in _walk(event.tensor.grad_fn, self.LEAF_WALK):
-                leaf = getattr(node, "variable", None)
-                if isinstance(leaf, torch.Tensor):
-                    # Held, so that its id means the same tensor at the next backward.
-                    seen = self.leaves.setdefault(id(leaf), [leaf, 0])
-                    seen[1] += 1
+            for leaf in leaves(event.tensor.grad_fn, self.LEAF_WALK):
+                # Held, so that its id means the same tensor at the next backward.
+                seen = self.leaves.setdefault(id(leaf), [leaf, 0])
+                seen[1] += 1
         elif self.steps >= self.CHECK_AT:
             doc.unsubscribe(self, "on_backward")
 
