@@ -31,7 +31,7 @@ _CUTS = {
 }
 
 
-def explain_detached(models: list[nn.Module], frame: types.FrameType) -> Finding | None:
+def explain_detached(models: list[nn.Module], frame: types.FrameType) -> Finding:
     """The finding for a backward on a loss with no graph, raised at ``frame``'s line."""
     backward = Site(frame.f_code.co_filename, frame.f_lineno)
     site = _loss_assignment(backward) or backward
