@@ -1,0 +1,35 @@
+"""The doctor on the field corpus: correct scripts in the shape of published ones (no
+warning or error) and one planted bug in each copy (named, at its line).
+
+The scripts live in ``tests/doctor_field/`` (see its README); ``benchmarks/doctor_field.py``
+prints the same judgement as a score.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from trainwell.cli import main
+
+FIELD = Path(__file__).parent / "doctor_field"
+sys.path.insert(0, str(FIELD))
+from _field import cases, judge  # noqa: E402
+
+CASES = cases()
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_field_case(case, tmp_path, monkeypatch, capsys):
+    script = tmp_path / f"{case.name}.py"
+    script.write_text(case.text)
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "report.json"
+    code = main(["doctor", "--json", str(out), *case.doctor_args, str(script)])
+    err = capsys.readouterr().err
+    assert code == (1 if case.crash else 0), err
+    findings = json.loads(out.read_text())["findings"]
+    assert judge(case, findings) == [], err
