@@ -188,4 +188,31 @@ MUTATIONS = [
        "        pixels = self.data.float().div(255)\n        self.mean, self.std = pixels.mean(0), pixels.std(0)\n"),
       ("        img = (img - 0.1307) / 0.3081\n",
        "        img = (img - self.mean) / self.std  # expect: nonfinite-input\n")),
+    # --- distillation, AMP + accumulation, PPO, EMA autoencoder
+    m("kd_student_never_zeroed", "ok_distillation_kd",
+      ("        for inputs, labels in train_loader:\n            optimizer.zero_grad()\n            with torch.no_grad():\n",
+       "        for inputs, labels in train_loader:\n            with torch.no_grad():\n"),
+      ("            loss = soft_target_loss_weight * soft_targets_loss + ce_loss_weight * label_loss\n"
+       "            loss.backward()\n            optimizer.step()\n",
+       "            loss = soft_target_loss_weight * soft_targets_loss + ce_loss_weight * label_loss\n"
+       "            loss.backward()\n            optimizer.step()  # expect: missing-zero-grad\n")),
+    m("kd_test_without_eval", "ok_distillation_kd",
+      ("    model.eval()\n    correct, total = 0, 0\n", "    correct, total = 0, 0\n"),
+      ("            _, predicted = torch.max(model(inputs), 1)\n",
+       "            _, predicted = torch.max(model(inputs), 1)  # expect: train-mode-in-eval\n")),
+    m("amp_scheduler_never_stepped", "ok_amp_bf16_accum",
+      ("            lr_scheduler.step()\n", ""),
+      ("lr_scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda)\n",
+       "lr_scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda)  # expect: scheduler-not-stepped\n")),
+    m("ppo_no_zero_grad", "ok_ppo_minibatches",
+      ("            optimizer.zero_grad()\n            loss.backward()\n", "            loss.backward()\n"),
+      ("            nn.utils.clip_grad_norm_(agent.parameters(), 0.5)\n            optimizer.step()\n",
+       "            nn.utils.clip_grad_norm_(agent.parameters(), 0.5)\n"
+       "            optimizer.step()  # expect: missing-zero-grad\n")),
+    m("ema_eval_without_no_grad", "ok_autoencoder_ema",
+      ("    with torch.no_grad():\n        val_loss = criterion(ema_model(val_images), val_images).item()\n",
+       "    val_loss = criterion(ema_model(val_images), val_images).item()  # expect: eval-builds-graph\n")),
+    m("lora_optimizer_misses_second_adapter", "ok_lora_finetune",
+      ("optimizer = torch.optim.AdamW(trainable, lr=5e-3)\n",
+       "optimizer = torch.optim.AdamW(model.ff1.parameters(), lr=5e-3)  # expect: param-not-in-optimizer\n")),
 ]
