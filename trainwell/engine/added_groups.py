@@ -118,7 +118,7 @@ def _extend(sched: Any, attr: str, values: list[Any]) -> None:
     """``values`` has one entry per group: the list gets those of the groups it lacks."""
     current = getattr(sched, attr, None)
     if isinstance(current, list):
-        current.extend(values[len(current):])
+        current.extend(values[len(current) :])
 
 
 def _fill_initial(group: dict[str, Any], first: dict[str, Any]) -> None:

@@ -172,7 +172,7 @@ class Checkpointer:
         base_lrs = list(self.scheduler.base_lrs)
         self.scheduler.load_state_dict(saved)
         # Groups added at run time keep their own peak lr.
-        base_lrs += list(self.scheduler.base_lrs)[len(base_lrs):]
+        base_lrs += list(self.scheduler.base_lrs)[len(base_lrs) :]
         self.scheduler.base_lrs = base_lrs
         sync_scheduler(self.scheduler, self.optimizer)
         lambdas = self.scheduler.lr_lambdas

@@ -37,8 +37,8 @@ from trainwell.engine.distributed import (
 from trainwell.engine.dry_run import dry_run_report
 from trainwell.engine.early_stopping import EarlyStopping, resolve_monitor
 from trainwell.engine.fsdp import is_sharded
-from trainwell.engine.loaders import TrainData, eval_loader
 from trainwell.engine.given_optim import optimization
+from trainwell.engine.loaders import TrainData, eval_loader
 from trainwell.engine.overfit_run import overfit_run
 from trainwell.engine.parts import Given, Parts, build_parts
 from trainwell.engine.precision import Precision, resolve_precision

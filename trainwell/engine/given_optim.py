@@ -82,9 +82,11 @@ def _given_optimizer(given: Any, model: nn.Module) -> torch.optim.Optimizer:
 
 def _foreign(count: int, model: nn.Module, given: Any) -> str:
     if is_sharded(model) and isinstance(given, torch.optim.Optimizer):
-        return ("fit(optimizer=): dist.strategy=fsdp re-creates the parameters when it "
-                "shards the model, so an optimizer built before cannot train them; pass a "
-                "factory, fit(optimizer=lambda model: torch.optim.AdamW(model.parameters()))")  # fmt: skip
+        return (
+            "fit(optimizer=): dist.strategy=fsdp re-creates the parameters when it shards "
+            "the model, so an optimizer built before cannot train them; pass a factory, "
+            "fit(optimizer=lambda model: torch.optim.AdamW(model.parameters()))"
+        )
     return (f"fit(optimizer=): {count} of the optimizer's parameters are not the model's "
             "(an optimizer built over another model, or over a copy of it); build it over "
             "the model given to fit, or pass a factory fn(model) -> optimizer")  # fmt: skip

@@ -56,8 +56,8 @@ def check_groups(groups: Any, optimizer_class: type | None) -> None:
     names: set[str] = set()
     for i, group in enumerate(groups):
         key = f"optim.groups[{i}]"
-        check(isinstance(group, dict), key,
-              f"must be a mapping like {{params: 'backbone.*', lr_scale: 0.1}}; got {group!r}")  # fmt: skip
+        example = "{params: 'backbone.*', lr_scale: 0.1}"
+        check(isinstance(group, dict), key, f"must be a mapping like {example}; got {group!r}")
         _check_group(group, key)
         if optimizer_class is not None:
             check_extra_keys(group, key, optimizer_class)
@@ -68,10 +68,13 @@ def check_groups(groups: Any, optimizer_class: type | None) -> None:
 
 
 def _check_group(group: dict[str, Any], key: str) -> None:
-    check("params" in group, key, "has no 'params' (a glob over parameter names, e.g. 'backbone.*')")
+    check("params" in group, key, "has no 'params' (a glob over parameter names: 'backbone.*')")
     globs = globs_of(group)
-    check(bool(globs) and all(isinstance(g, str) and g for g in globs), f"{key}.params",
-          f"must be a glob or a list of globs over parameter names; got {group['params']!r}")  # fmt: skip
+    check(
+        bool(globs) and all(isinstance(g, str) and g for g in globs),
+        f"{key}.params",
+        f"must be a glob or a list of globs over parameter names; got {group['params']!r}",
+    )
     check(not ("lr" in group and "lr_scale" in group), key,
           "sets both lr and lr_scale; give one (lr_scale multiplies optim.lr)")  # fmt: skip
     if "lr" in group:
