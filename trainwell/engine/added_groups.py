@@ -11,8 +11,10 @@ Three things make such a group work like the others:
   as it scales ``optim.lr``); torch's schedulers would otherwise fail on the mismatch
   (``zip() argument 2 is shorter than argument 1``);
 - **the resume**: every checkpoint records which parameters (by name) each group holds
-  (``optim_layout``); a resume re-adds the groups added at run time, moving their
-  parameters out of the configured groups, before it loads the optimizer's state.
+  (``optim_layout``) and which are frozen (``frozen``); a resume re-adds the groups added
+  at run time, moving their parameters out of the configured groups, before it loads the
+  optimizer's state, and freezes and unfreezes as the checkpoint says (a callback that
+  unfroze a part before the checkpoint need not do it again).
 """
 
 from __future__ import annotations
@@ -75,9 +77,7 @@ def sync_scheduler(scheduler: Any, optimizer: torch.optim.Optimizer) -> None:
     for group in groups:
         _fill_initial(group, groups[0])
     for sched in _tree(scheduler):
-        known = _known_groups(sched)
-        if known is None or known >= len(groups):
-            continue
+        known = len(getattr(sched, "_last_lr", None) or [])
         _extend_lists(sched, groups)
         if isinstance(sched, torch.optim.lr_scheduler.LambdaLR) and sched.last_epoch >= 0:
             for i, group in enumerate(groups[known:], start=known):
@@ -104,14 +104,6 @@ def _extend_lists(sched: Any, groups: list[dict[str, Any]]) -> None:
 def _tree(scheduler: Any) -> list[Any]:
     inner = getattr(scheduler, "_schedulers", None) or []
     return [scheduler, *(s for sub in inner for s in _tree(sub))]
-
-
-def _known_groups(sched: Any) -> int | None:
-    for attr in ("base_lrs", "lr_lambdas", "min_lrs", "_last_lr"):
-        value = getattr(sched, attr, None)
-        if isinstance(value, list):
-            return len(value)
-    return None
 
 
 def _extend(sched: Any, attr: str, values: list[Any]) -> None:
@@ -145,6 +137,22 @@ def layout(model: nn.Module, optimizer: torch.optim.Optimizer) -> list[dict[str,
          "settings": {k: v for k, v in g.items() if k != "params" and _plain(v)}}
         for g in optimizer.param_groups
     ]  # fmt: skip
+
+
+def frozen(model: nn.Module) -> list[str]:
+    """For the checkpoint: the names of the parameters frozen now (``requires_grad``
+    is training state: a part unfrozen by a callback stays unfrozen on resume)."""
+    return [n for n, p in model.named_parameters() if not p.requires_grad]
+
+
+def restore_frozen(model: nn.Module, names: list[str] | None) -> None:
+    """Freeze exactly the parameters the checkpoint names (nothing for one without)."""
+    if names is None:
+        return
+    names_set = set(names)
+    for n, p in model.named_parameters():
+        if p.requires_grad == (n in names_set):
+            p.requires_grad_(n not in names_set)
 
 
 def _plain(value: Any) -> bool:

@@ -21,7 +21,13 @@ import trainwell
 from trainwell.config import Config, to_dict
 from trainwell.engine import checkpoint as ckpt
 from trainwell.engine import sharded
-from trainwell.engine.added_groups import layout, restore_layout, sync_scheduler
+from trainwell.engine.added_groups import (
+    frozen,
+    layout,
+    restore_frozen,
+    restore_layout,
+    sync_scheduler,
+)
 from trainwell.engine.callbacks import Callbacks
 from trainwell.engine.distributed import Placement, any_process, barrier, gather_objects
 from trainwell.engine.early_stopping import EarlyStopping
@@ -82,6 +88,7 @@ class Checkpointer:
             # Which parameters each optimizer group holds: groups added at run time
             # are re-added from it on resume.
             "optim_layout": layout(self.model, self.optimizer),
+            "frozen": frozen(self.model),
             "scaler": scaler.state_dict() if scaler is not None else None,
             "step": loop.step,
             "epoch": loop.epoch,
@@ -107,6 +114,7 @@ class Checkpointer:
         """Restore everything but the RNGs (:meth:`restore_rng`, called last of all);
         ``path`` is where a sharded checkpoint's shards are."""
         restore_layout(self.model, self.optimizer, state.get("optim_layout"))
+        restore_frozen(self.model, state.get("frozen"))
         if state.get("sharded"):
             assert path is not None, "a sharded checkpoint loads from its folder"
             sharded.load_into(path, self.model, self.optimizer)

@@ -59,7 +59,20 @@ def optimization(
             say("[yellow]warning[/]: sched.warmup_steps is not used: fit was given its own "
                 "scheduler")  # fmt: skip
     track_added_groups(opt, sched)
+    _note_frozen_under_ddp(model, say)
     return opt, sched
+
+
+def _note_frozen_under_ddp(model: nn.Module, say: Callable[[str], None]) -> None:
+    # DDP all-reduces the gradients of the parameters trainable when it was built only:
+    # a part unfrozen later would train on each process's own gradients.
+    if not torch.distributed.is_initialized() or torch.distributed.get_world_size() < 2:
+        return
+    count = sum(not p.requires_grad for p in model.parameters())
+    if count and not is_sharded(model):
+        say(f"[yellow]warning[/]: {count} parameter tensors are frozen as DDP starts; DDP "
+            "does not all-reduce the gradients of parameters unfrozen later (each process "
+            "would train them apart): unfreeze before fit, or train them on one process")  # fmt: skip
 
 
 def _given_optimizer(given: Any, model: nn.Module) -> torch.optim.Optimizer:
