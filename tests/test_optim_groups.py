@@ -339,7 +339,8 @@ def test_doctor_finds_a_part_unfrozen_outside_the_users_optimizer(tmp_path):
 
     result = run(tmp_path / "a", optimizer=factory, callbacks=[Unfreeze(1)])
     doctor = (result.run_dir / "doctor.json").read_text()
-    assert "param-not-in-optimizer" in doctor and "backbone.0.weight" in doctor
+    assert "param-not-in-optimizer" in doctor and "backbone[0].weight" in doctor
+    assert "unfrozen after it was built" in doctor
     assert torch.equal(result.model.backbone[0].weight, Net().backbone[0].weight)
     # The engine's own optimizer holds the frozen part: nothing to report.
     result = run(tmp_path / "b", callbacks=[Unfreeze(1)])

@@ -26,7 +26,8 @@ class ParamNotInOptimizerProbe:
     ``unregistered-module``'s (which hides them from the optimizer), not loose tensors.
 
     A model's parameters in no optimizer at that check (frozen ones, typically) stay
-    watched: looked at every ``EVERY`` steps and at the end of the run, one that was
+    watched: looked at every ``EVERY`` steps, at each pass over a data set's end (an
+    epoch, an evaluation) and at the end of the run, one that was
     unfrozen since and gets gradients while still in no optimizer (an optimizer built
     over the trainable parameters only, then a fine-tuning unfreeze) is reported then.
     """
@@ -72,6 +73,11 @@ class ParamNotInOptimizerProbe:
         elif self.steps >= self.CHECK_AT:
             doc.unsubscribe(self, "on_backward")
 
+    def on_epoch_end(self, doc: Reporter, dataset: Any) -> None:
+        # The engine evaluates after each epoch's last step: its gradients are still there.
+        if self.checked:
+            self._look_again(doc, None)
+
     def on_end(self, doc: Reporter) -> None:
         if self.steps and not self.checked and not doc.crashed:
             self._check(doc, None)
@@ -116,7 +122,7 @@ class ParamNotInOptimizerProbe:
 
     def _sleep(self, doc: Reporter) -> None:
         if not self.watched:
-            doc.unsubscribe(self, "on_optimizer_created", "on_step")
+            doc.unsubscribe(self, "on_optimizer_created", "on_step", "on_epoch_end")
             return
         # New optimizers still count (one made for the unfrozen part); steps only now and then.
         doc.unsubscribe(self, "on_step", until=(doc.steps // self.EVERY + 1) * self.EVERY)
@@ -139,7 +145,7 @@ class ParamNotInOptimizerProbe:
         for model, missing in found.values():
             if site is not None:
                 doc.add(_finding(site, model, missing, unfrozen=True))
-        if event is not None:
+        if event is not None or not self.watched:
             self._sleep(doc)
 
 
