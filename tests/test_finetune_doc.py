@@ -11,7 +11,6 @@ import subprocess
 import sys
 
 import pytest
-import torch
 
 from tests.conftest import REPO, read_summary, run_subprocess
 from trainwell.engine.checkpoint import load_checkpoint

@@ -129,9 +129,20 @@ def resumes_exactly(tmp_path: Path, full, steps: list[int], *overrides: str, **k
 
 def test_first_match_wins_and_the_rest_keep_the_defaults():
     net = Net(freeze=False)
-    groups = build_groups(net, [{"params": "backbone.3.*", "lr": 0.5, "name": "norm"},
-                                {"params": ["backbone.*", "nothing.*"], "lr_scale": 0.1,
-                                 "weight_decay": 0.3, "betas": [0.5, 0.6]}], 0.01, 0.05)  # fmt: skip
+    groups = build_groups(
+        net,
+        [
+            {"params": "backbone.3.*", "lr": 0.5, "name": "norm"},
+            {
+                "params": ["backbone.*", "nothing.*"],
+                "lr_scale": 0.1,
+                "weight_decay": 0.3,
+                "betas": [0.5, 0.6],
+            },
+        ],
+        0.01,
+        0.05,
+    )
     by = {(g.get("name"), g["weight_decay"]): g for g in groups}
     names = {id(p): n for n, p in net.named_parameters()}
 
@@ -149,7 +160,8 @@ def test_first_match_wins_and_the_rest_keep_the_defaults():
     assert by[("backbone", 0.3)]["lr"] == pytest.approx(0.001)
     assert by[("backbone", 0.3)]["betas"] == [0.5, 0.6]
     # Every parameter once.
-    assert sorted(i for g in groups for i in map(id, g["params"])) == sorted(map(id, net.parameters()))
+    held = sorted(i for g in groups for i in map(id, g["params"]))
+    assert held == sorted(map(id, net.parameters()))
 
 
 def test_frozen_parameters_are_in_the_optimizer_and_untouched_until_unfrozen():
@@ -177,17 +189,23 @@ def test_frozen_parameters_are_in_the_optimizer_and_untouched_until_unfrozen():
 @pytest.mark.parametrize(
     ("groups", "expected"),
     [
-        ("[{params: 'encoder.*', lr: 0.1}]", "optim.groups[0].params: 'encoder.*' matches no "
-                                             "parameter of Sequential"),
-        ("[{params: '0.*', lr_sacle: 0.1}]", "optim.groups[0]: unknown key 'lr_sacle'; did you "
-                                             "mean lr_scale?"),
+        (
+            "[{params: 'encoder.*', lr: 0.1}]",
+            "optim.groups[0].params: 'encoder.*' matches no parameter of Sequential",
+        ),
+        (
+            "[{params: '0.*', lr_sacle: 0.1}]",
+            "optim.groups[0]: unknown key 'lr_sacle'; did you mean lr_scale?",
+        ),
         ("[{params: '0.*', lr: 0.1, lr_scale: 2}]", "sets both lr and lr_scale"),
         ("[{params: '0.*', momentun: 0.5}]", "unknown key 'momentun'"),
         ("[{lr: 0.1}]", "optim.groups[0]: has no 'params'"),
         ("[{params: 3}]", "optim.groups[0].params: must be a glob"),
         ("[{params: '0.*', lr: -1}]", "optim.groups[0].lr: must be a finite number"),
-        ("[{params: '0.*'}, {params: '2.*', name: '0'}]", "optim.groups[1].name: '0' names "
-                                                          "another group too"),
+        (
+            "[{params: '0.*'}, {params: '2.*', name: '0'}]",
+            "optim.groups[1].name: '0' names another group too",
+        ),
     ],
 )
 def test_bad_groups_are_one_line_and_exit_2(cli, groups, expected):
@@ -293,10 +311,19 @@ def test_changed_groups_on_resume_are_refused_in_one_line(tmp_path):
 def test_fit_takes_an_optimizer_instance_and_a_scheduler_factory_and_resumes(tmp_path):
     def parts():
         net = Net(freeze=False)
-        opt = torch.optim.SGD([{"params": net.backbone.parameters(), "lr": 0.01, "name": "bb"},
-                               {"params": net.head.parameters()}], lr=0.1, momentum=0.9)  # fmt: skip
-        return {"model": net, "optimizer": opt,
-                "scheduler": lambda o: torch.optim.lr_scheduler.StepLR(o, 5, gamma=0.5)}  # fmt: skip
+        opt = torch.optim.SGD(
+            [
+                {"params": net.backbone.parameters(), "lr": 0.01, "name": "bb"},
+                {"params": net.head.parameters()},
+            ],
+            lr=0.1,
+            momentum=0.9,
+        )
+        return {
+            "model": net,
+            "optimizer": opt,
+            "scheduler": lambda o: torch.optim.lr_scheduler.StepLR(o, 5, gamma=0.5),
+        }
 
     full = run(tmp_path / "full", **parts())
     lrs = lr_rows(tmp_path / "full")

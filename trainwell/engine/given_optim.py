@@ -70,9 +70,11 @@ def _note_frozen_under_ddp(model: nn.Module, say: Callable[[str], None]) -> None
         return
     count = sum(not p.requires_grad for p in model.parameters())
     if count and not is_sharded(model):
-        say(f"[yellow]warning[/]: {count} parameter tensors are frozen as DDP starts; DDP "
+        say(
+            f"[yellow]warning[/]: {count} parameter tensors are frozen as DDP starts; DDP "
             "does not all-reduce the gradients of parameters unfrozen later (each process "
-            "would train them apart): unfreeze before fit, or train them on one process")  # fmt: skip
+            "would train them apart): unfreeze before fit, or train them on one process"
+        )
 
 
 def _given_optimizer(given: Any, model: nn.Module) -> torch.optim.Optimizer:
