@@ -216,7 +216,7 @@ def _assemble(
     total_steps = _total_steps(cfg, data)
     check_warmup(cfg.sched.warmup_steps, total_steps)
     optimizer, scheduler = optimization(cfg, model, total_steps, s.given.optimizer,
-                                        s.given.scheduler, say=s.console.print)  # fmt: skip
+                                        s.given.scheduler, s.console.print, net)  # fmt: skip
     precision = Precision.build(precision_name, place.device)
     has_val = parts.splits.val is not None
     monitor, mode = resolve_monitor(cfg.early_stop, has_val, parts.task.has_accuracy)

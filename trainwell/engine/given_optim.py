@@ -20,6 +20,7 @@ from torch import nn
 
 from trainwell.config import Config
 from trainwell.engine.added_groups import track_added_groups
+from trainwell.engine.ddp_unfrozen import sync_unfrozen_later
 from trainwell.engine.fsdp import is_sharded
 from trainwell.engine.optim import build_optimizer, build_scheduler
 from trainwell.errors import UserError
@@ -32,9 +33,11 @@ def optimization(
     optimizer: Any = None,
     scheduler: Any = None,
     say: Callable[[str], None] = print,
+    net: nn.Module | None = None,
 ) -> tuple[torch.optim.Optimizer, Any]:
     """The optimizer and scheduler of a run: ``optimizer`` / ``scheduler`` (objects or
-    factories) where given, else the config's.
+    factories) where given, else the config's. ``net`` is the module the loop calls (the
+    DDP wrapper on several processes).
 
     Example:
         >>> from trainwell.config import load_config
@@ -59,22 +62,9 @@ def optimization(
             say("[yellow]warning[/]: sched.warmup_steps is not used: fit was given its own "
                 "scheduler")  # fmt: skip
     track_added_groups(opt, sched)
-    _note_frozen_under_ddp(model, say)
+    if net is not None:
+        sync_unfrozen_later(net, say)  # DDP: parts unfrozen later are all-reduced too
     return opt, sched
-
-
-def _note_frozen_under_ddp(model: nn.Module, say: Callable[[str], None]) -> None:
-    # DDP all-reduces the gradients of the parameters trainable when it was built only:
-    # a part unfrozen later would train on each process's own gradients.
-    if not torch.distributed.is_initialized() or torch.distributed.get_world_size() < 2:
-        return
-    count = sum(not p.requires_grad for p in model.parameters())
-    if count and not is_sharded(model):
-        say(
-            f"[yellow]warning[/]: {count} parameter tensors are frozen as DDP starts; DDP "
-            "does not all-reduce the gradients of parameters unfrozen later (each process "
-            "would train them apart): unfreeze before fit, or train them on one process"
-        )
 
 
 def _given_optimizer(given: Any, model: nn.Module) -> torch.optim.Optimizer:
