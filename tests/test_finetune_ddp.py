@@ -11,9 +11,11 @@ from pathlib import Path
 
 import pytest
 import torch
+from torch import nn
 
 from tests.conftest import REPO
 from trainwell.engine.checkpoint import load_checkpoint
+from trainwell.engine.sharded import consolidate
 
 pytestmark = pytest.mark.skipif(
     not torch.distributed.is_available(), reason="torch.distributed is not built in"
@@ -82,3 +84,60 @@ def test_a_backbone_unfrozen_under_ddp_trains_as_on_one_process_and_resumes(tmp_
     assert again.returncode == 0, again.stderr[-3000:]
     for name, tensor in last(tmp_path / "two").items():
         torch.testing.assert_close(last(tmp_path / "again")[name], tensor, rtol=1e-6, atol=1e-7)
+
+
+SCRIPT = textwrap.dedent("""
+    import sys
+    import torch, trainwell
+    from torch import nn
+    from torch.utils.data import TensorDataset
+    from trainwell.errors import UserError
+
+    mode, run_dir = sys.argv[1], sys.argv[2]
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 4))
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(256, 8, generator=g)
+    data = TensorDataset(x, (x[:, 0] > 0).long())
+    cfg = trainwell.load_config(overrides=["dist.strategy=fsdp", "train.epochs=2",
+                                           "data.batch_size=32", "train.precision=fp32",
+                                           f"run.dir={run_dir}"])
+    if mode == "instance":
+        opt = torch.optim.AdamW(net.parameters(), lr=1e-2)
+    else:
+        def opt(model):
+            return torch.optim.AdamW(model.parameters(), lr=1e-2)
+    try:
+        result = trainwell.fit(cfg, model=net, train_data=data, optimizer=opt,
+                               loss_fn=nn.CrossEntropyLoss())
+    except UserError as exc:
+        print("error:", exc)
+        sys.exit(2)
+    print("loss", result.metrics["train/loss"])
+""")
+
+
+def test_fsdp_takes_an_optimizer_factory_and_refuses_an_instance_in_one_line(tmp_path):
+    (tmp_path / "fsdp_fit.py").write_text(SCRIPT)
+
+    def launch(mode: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
+             "fsdp_fit.py", mode, str(tmp_path / mode)],
+            cwd=tmp_path, capture_output=True, text=True, timeout=240,
+            env={**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"},
+        )  # fmt: skip
+
+    factory = launch("factory")
+    assert factory.returncode == 0, factory.stderr[-3000:]
+    assert float(factory.stdout.split("loss")[-1].split()[0]) < 1.3  # at init: about ln 4
+    trained = consolidate(tmp_path / "factory" / "checkpoints" / "last")["model"]
+    torch.manual_seed(0)
+    start = nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 4)).state_dict()
+    assert trained.keys() == start.keys()
+    assert all(not torch.equal(trained[k], start[k]) for k in start)  # every part trained
+    instance = launch("instance")
+    assert instance.returncode != 0
+    assert "error: fit(optimizer=): dist.strategy=fsdp re-creates the parameters" in (
+        instance.stdout
+    )
