@@ -298,6 +298,16 @@ def test_add_param_group_with_import_path_schedulers_resumes(tmp_path, sched):
                     fresh=lambda: {"callbacks": [Unfreeze(1, add=0.005)]})  # fmt: skip
 
 
+def test_a_one_cycle_schedule_keeps_the_groups_ratios(tmp_path):
+    run(tmp_path / "a", "optim.groups=[{params: 'head.*', lr_scale: 4, name: head}]",
+        "sched.name=torch.optim.lr_scheduler:OneCycleLR", "sched.kwargs={max_lr: 0.02}",
+        model=Net(freeze=False))  # fmt: skip
+    lrs = lr_rows(tmp_path / "a")
+    assert max(lrs["lr"].values()) == pytest.approx(0.02, rel=0.05)
+    for step, lr in lrs["lr"].items():
+        assert lrs["lr/head"][step] == pytest.approx(4 * lr, rel=1e-9), step
+
+
 def test_changed_groups_on_resume_are_refused_in_one_line(tmp_path):
     run(tmp_path / "full", "optim.groups=[{params: 'head.*', lr_scale: 2}]")
     with pytest.raises(UserError, match="other parameter groups"):

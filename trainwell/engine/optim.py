@@ -242,8 +242,9 @@ def build_scheduler(
         )
     factory = resolve(cfg.name, "sched.name")
     inject = {"total_steps": total_steps}
+    kwargs = per_group_peaks(dict(cfg.kwargs), optimizer)
     try:
-        scheduler = call_with(factory, dict(cfg.kwargs), inject, "sched.kwargs", args=(optimizer,))
+        scheduler = call_with(factory, kwargs, inject, "sched.kwargs", args=(optimizer,))
     except (TypeError, ValueError) as exc:
         raise UserError(f"sched.name: {cfg.name} refused its arguments: {exc}") from None
     if not hasattr(scheduler, "step") or not hasattr(scheduler, "state_dict"):
@@ -251,6 +252,34 @@ def build_scheduler(
             f"sched.name: {cfg.name!r} returned {type(scheduler).__name__}, not an lr scheduler"
         )
     return scheduler
+
+
+# Scheduler arguments that set the lr itself and take one value per group.
+_PEAKS = ("max_lr", "base_lr")
+
+
+def per_group_peaks(kwargs: dict[str, Any], optimizer: torch.optim.Optimizer) -> dict[str, Any]:
+    """A scalar ``max_lr`` / ``base_lr`` (OneCycleLR, CyclicLR) as one value per group,
+    scaled as each group's lr is to the optimizer's default lr (``optim.lr``), so that
+    ``optim.groups`` keeps its ratios under such a schedule too.
+
+    Example:
+        >>> opt = torch.optim.SGD([{"params": [nn.Parameter(torch.ones(1))]},
+        ...                        {"params": [nn.Parameter(torch.ones(1))], "lr": 0.25}], lr=0.5)
+        >>> per_group_peaks({"max_lr": 1.0}, opt)
+        {'max_lr': [1.0, 0.5]}
+    """
+    base = optimizer.defaults.get("lr")
+    if not isinstance(base, (int, float)) or not base:
+        return kwargs
+    ratios = [g["lr"] / base for g in optimizer.param_groups]
+    if all(r == 1 for r in ratios):
+        return kwargs
+    for key in _PEAKS:
+        value = kwargs.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            kwargs[key] = [value * r for r in ratios]
+    return kwargs
 
 
 def steps_per_eval(scheduler: Any) -> bool:
