@@ -382,3 +382,72 @@ def test_doctor_finds_a_part_unfrozen_outside_the_users_optimizer(tmp_path):
     # The engine's own optimizer holds the frozen part: nothing to report.
     result = run(tmp_path / "b", callbacks=[Unfreeze(1)])
     assert "param-not-in-optimizer" not in (result.run_dir / "doctor.json").read_text()
+
+
+KILL_MODULE = '''
+import os, signal
+import torch
+from torch import nn
+
+
+def model(num_classes, input_shape, hidden=(16,)):
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(input_shape[0], hidden[0]), nn.ReLU(), nn.Dropout(0.1),
+                        nn.Linear(hidden[0], num_classes))
+    net[0].requires_grad_(False)
+    return net
+
+
+class UnfreezeThenStop:
+    """Unfreezes layer 0 at epoch 1 (added as its own group); with TW_STOP_AT set, sends
+    this process SIGTERM at that step, as a scheduler preempting the job would."""
+
+    def __init__(self):
+        self.done, self.stopped = False, False
+
+    def on_step_end(self, ctx):
+        if ctx.epoch >= 1 and not self.done:
+            self.done = True
+            ctx.model[0].requires_grad_(True)
+            ctx.optimizer.add_param_group({"params": ctx.model[0].parameters(), "lr": 1e-3,
+                                           "name": "first"})
+        stop_at = int(os.environ.get("TW_STOP_AT", "0"))
+        if stop_at and ctx.step == stop_at and not self.stopped:
+            self.stopped = True
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    def state_dict(self):
+        return {"done": self.done, "stopped": self.stopped}
+
+    def load_state_dict(self, state):
+        self.done, self.stopped = state["done"], state["stopped"]
+'''
+
+
+def test_sigterm_after_an_unfreeze_then_resume_auto_matches_the_uninterrupted_run(
+    tmp_path, monkeypatch
+):
+    from tests.conftest import SYNTHETIC, model_csv, run_subprocess
+
+    (tmp_path / "killmod.py").write_text(KILL_MODULE)
+    args = [*SYNTHETIC, "model.name=killmod:model", "callbacks=[killmod:UnfreezeThenStop]",
+            "train.epochs=3", "train.precision=fp32", "sched.warmup_steps=4",
+            "optim.groups=[{params: '3.*', lr_scale: 2, name: head}]"]  # fmt: skip
+    full = run_subprocess(["train", *args, f"run.dir={tmp_path / 'full'}"], tmp_path)
+    assert full.returncode == 0, full.stderr[-2000:]
+    # 14 steps per epoch: the stop comes 5 steps after the unfreeze.
+    monkeypatch.setenv("TW_STOP_AT", "19")
+    cut = run_subprocess(["train", *args, f"run.dir={tmp_path / 'cut'}"], tmp_path)
+    monkeypatch.delenv("TW_STOP_AT")
+    assert "interrupted at step 19" in cut.stdout, cut.stdout[-2000:] + cut.stderr[-2000:]
+    again = run_subprocess(["train", *args, f"run.dir={tmp_path / 'cut'}", "--resume", "auto"],
+                           tmp_path)  # fmt: skip
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert "resuming from" in again.stdout
+    a = load_checkpoint(tmp_path / "full" / "checkpoints" / "last.pt")
+    b = load_checkpoint(tmp_path / "cut" / "checkpoints" / "last.pt")
+    assert_same(a["model"], b["model"])
+    assert a["optim_layout"] == b["optim_layout"] and a["optim_layout"][-1]["params"] == [
+        "0.weight", "0.bias"]  # fmt: skip
+    assert model_csv(tmp_path / "full" / "metrics.csv") == model_csv(
+        tmp_path / "cut" / "metrics.csv")  # fmt: skip
