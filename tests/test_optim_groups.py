@@ -451,3 +451,40 @@ def test_sigterm_after_an_unfreeze_then_resume_auto_matches_the_uninterrupted_ru
         "0.weight", "0.bias"]  # fmt: skip
     assert model_csv(tmp_path / "full" / "metrics.csv") == model_csv(
         tmp_path / "cut" / "metrics.csv")  # fmt: skip
+
+
+HAND_WRITTEN = """
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 2))
+model[0].requires_grad_(False)
+opt = torch.optim.SGD(PARAMS, lr=0.1)
+x = torch.randn(320, 8)
+loader = DataLoader(TensorDataset(x, (x[:, 0] > 0).long()), batch_size=32, shuffle=True)
+for epoch in range(4):
+    if epoch == 2:
+        model[0].requires_grad_(True)
+    for xb, yb in loader:
+        opt.zero_grad()
+        nn.functional.cross_entropy(model(xb), yb).backward()
+        opt.step()
+"""
+
+
+@pytest.mark.parametrize(
+    ("params", "found"),
+    [("[p for p in model.parameters() if p.requires_grad]", True),
+     ("model.parameters()", False)],
+)  # fmt: skip
+def test_doctor_on_a_hand_written_unfreeze(tmp_path, params, found):
+    from tests.conftest import run_subprocess
+
+    (tmp_path / "train.py").write_text(HAND_WRITTEN.replace("PARAMS", params))
+    proc = run_subprocess(["doctor", "--json", "out.json", "train.py"], tmp_path)
+    report = (tmp_path / "out.json").read_text()
+    assert ("param-not-in-optimizer" in report) is found, proc.stdout
+    if found:
+        assert '"line": 9' in report and "unfrozen after it was built" in report
