@@ -21,6 +21,13 @@ import trainwell
 from trainwell.config import Config, to_dict
 from trainwell.engine import checkpoint as ckpt
 from trainwell.engine import sharded
+from trainwell.engine.added_groups import (
+    frozen,
+    layout,
+    restore_frozen,
+    restore_layout,
+    sync_scheduler,
+)
 from trainwell.engine.callbacks import Callbacks
 from trainwell.engine.distributed import Placement, any_process, barrier, gather_objects
 from trainwell.engine.early_stopping import EarlyStopping
@@ -78,6 +85,10 @@ class Checkpointer:
         loop = self.loop
         return {
             "scheduler": self.scheduler.state_dict(),
+            # Which parameters each optimizer group holds: groups added at run time
+            # are re-added from it on resume.
+            "optim_layout": layout(self.model, self.optimizer),
+            "frozen": frozen(self.model),
             "scaler": scaler.state_dict() if scaler is not None else None,
             "step": loop.step,
             "epoch": loop.epoch,
@@ -102,6 +113,8 @@ class Checkpointer:
     def load_state_dict(self, state: dict[str, Any], path: Path | None = None) -> None:
         """Restore everything but the RNGs (:meth:`restore_rng`, called last of all);
         ``path`` is where a sharded checkpoint's shards are."""
+        restore_layout(self.model, self.optimizer, state.get("optim_layout"))
+        restore_frozen(self.model, state.get("frozen"))
         if state.get("sharded"):
             assert path is not None, "a sharded checkpoint loads from its folder"
             sharded.load_into(path, self.model, self.optimizer)
@@ -162,9 +175,16 @@ class Checkpointer:
         lambdas = getattr(self.scheduler, "lr_lambdas", None)
         if not isinstance(self.scheduler, torch.optim.lr_scheduler.LambdaLR) or lambdas is None:
             self.scheduler.load_state_dict(saved)
+            sync_scheduler(self.scheduler, self.optimizer)  # groups added at run time
             return
         base_lrs = list(self.scheduler.base_lrs)
         self.scheduler.load_state_dict(saved)
+        # Groups added at run time keep their own peak lr.
+        base_lrs += list(self.scheduler.base_lrs)[len(base_lrs) :]
+        self.scheduler.base_lrs = base_lrs
+        sync_scheduler(self.scheduler, self.optimizer)
+        lambdas = self.scheduler.lr_lambdas
+        base_lrs = list(self.scheduler.base_lrs)
         # The configured lr and schedule win: a deliberate change of optim.lr or of the
         # run's length takes effect from the next step. Unchanged, this recomputes the
         # very same lr that LambdaLR would (base_lr * factor(step)).

@@ -37,8 +37,8 @@ from trainwell.engine.distributed import (
 from trainwell.engine.dry_run import dry_run_report
 from trainwell.engine.early_stopping import EarlyStopping, resolve_monitor
 from trainwell.engine.fsdp import is_sharded
+from trainwell.engine.given_optim import optimization
 from trainwell.engine.loaders import TrainData, eval_loader
-from trainwell.engine.optim import build_optimizer, build_scheduler
 from trainwell.engine.overfit_run import overfit_run
 from trainwell.engine.parts import Given, Parts, build_parts
 from trainwell.engine.precision import Precision, resolve_precision
@@ -87,6 +87,8 @@ def fit(
     step_fn: StepFn | None = None,
     eval_step_fn: StepFn | None = None,
     callbacks: list[Any] | None = None,
+    optimizer: Any = None,
+    scheduler: Any = None,
     resume: str | Path | None = None,
     dry_run: bool = False,
     console: Console | None = None,
@@ -105,6 +107,11 @@ def fit(
         eval_step_fn: the step for evaluation (default: ``step_fn`` without grad).
         callbacks: objects with any of ``on_fit_start``, ``on_step_end``, ``on_eval_end``,
             ``on_checkpoint``, ``on_fit_end`` (after the config's ``callbacks``).
+        optimizer: a ``torch.optim.Optimizer`` over ``model``'s parameters, or a factory
+            ``fn(model) -> optimizer`` (required under ``dist.strategy=fsdp``), instead of
+            ``optim.*``.
+        scheduler: an lr scheduler of that optimizer, or a factory ``fn(optimizer) ->
+            scheduler``, instead of ``sched.*``; stepped every optimizer step.
         resume: ``"auto"`` (the newest usable checkpoint of ``run.dir``, if any) or the
             path of a checkpoint; the run continues exactly where it stopped.
         dry_run: one step on a real batch and one eval batch, then stop; prints shapes
@@ -130,7 +137,7 @@ def fit(
     """
     cfg = config if isinstance(config, Config) else load_config(config)
     given = Given(model, train_data, val_data, test_data, loss_fn, step_fn, eval_step_fn,
-                  callbacks)  # fmt: skip
+                  callbacks, optimizer=optimizer, scheduler=scheduler)  # fmt: skip
     place = setup(cfg.run.device, cfg.dist)
     try:
         # Only rank 0 talks; the others would repeat every line.
@@ -208,8 +215,8 @@ def _assemble(
     model = unwrap(net)
     total_steps = _total_steps(cfg, data)
     check_warmup(cfg.sched.warmup_steps, total_steps)
-    optimizer = build_optimizer(cfg.optim, model)
-    scheduler = build_scheduler(cfg.sched, optimizer, total_steps)
+    optimizer, scheduler = optimization(cfg, model, total_steps, s.given.optimizer,
+                                        s.given.scheduler, s.console.print, net)  # fmt: skip
     precision = Precision.build(precision_name, place.device)
     has_val = parts.splits.val is not None
     monitor, mode = resolve_monitor(cfg.early_stop, has_val, parts.task.has_accuracy)

@@ -11,6 +11,10 @@ mean the same thing whatever the batch size or data set length.
 ``torch.optim.lr_scheduler:OneCycleLR``, a user's factory) with ``optim.kwargs`` /
 ``sched.kwargs``: the optimizer gets the same decay/no-decay parameter groups and
 ``lr=optim.lr``; the scheduler gets the optimizer, and ``total_steps`` when it takes one.
+
+``optim.groups`` sets an lr, a weight decay or any optimizer argument per part of the
+model (:mod:`trainwell.engine.param_groups`); every schedule scales each group's own lr.
+Frozen parameters are in the optimizer too, so that unfreezing them later trains them.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import torch
 from torch import nn
 
 from trainwell._options import check, check_int, check_number, option
+from trainwell.engine.param_groups import build_groups, check_extra_keys, check_groups
 from trainwell.errors import UserError
 from trainwell.imports import call_with, is_import_path, resolve
 
@@ -49,6 +54,12 @@ class OptimConfig:
     kwargs: dict[str, Any] = option(
         {}, "more keyword arguments for the optimizer (an import path's, or a built-in's)"
     )
+    groups: list[dict[str, Any]] = option(
+        [],
+        "parameter groups: a list of {params: GLOB (or a list of globs over parameter "
+        "names), name, lr | lr_scale, weight_decay, other optimizer arguments}; first match "
+        "wins, the rest keep optim.lr and optim.weight_decay",
+    )
 
     def __post_init__(self) -> None:
         _check_name(self.name, "optim.name", OPTIMIZERS)
@@ -70,6 +81,15 @@ class OptimConfig:
             "optim.nesterov",
             "Nesterov momentum needs optim.momentum > 0",
         )
+        # An import path's arguments are checked when it is imported (at the build).
+        check_groups(self.groups, _BUILTIN_CLASSES.get(self.name))
+
+
+_BUILTIN_CLASSES: dict[str, type] = {
+    "adamw": torch.optim.AdamW,
+    "adam": torch.optim.Adam,
+    "sgd": torch.optim.SGD,
+}
 
 
 @dataclass
@@ -113,23 +133,20 @@ def _check_name(name: str, key: str, choices: tuple[str, ...]) -> None:
 def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
     """Two groups: decayed (tensors of 2+ dims) and not decayed (biases, norm weights).
 
+    Frozen parameters are in them too (the optimizer skips them while they get no
+    gradient; unfrozen, they train).
+
     Example:
         >>> groups = param_groups(nn.Linear(3, 2), 0.1)
         >>> [len(g["params"]) for g in groups], [g["weight_decay"] for g in groups]
         ([1, 1], [0.1, 0.0])
     """
-    decay, no_decay = [], []
-    for p in model.parameters():
-        if p.requires_grad:
-            (decay if p.ndim >= 2 else no_decay).append(p)
-    groups = [{"params": decay, "weight_decay": weight_decay}]
-    if no_decay:
-        groups.append({"params": no_decay, "weight_decay": 0.0})
-    return groups
+    return build_groups(model, [], 0.0, weight_decay)
 
 
 def build_optimizer(cfg: OptimConfig, model: nn.Module) -> torch.optim.Optimizer:
-    """The configured optimizer over ``model``'s trainable parameters.
+    """The configured optimizer over all of ``model``'s parameters, frozen ones included
+    (in their ``optim.groups`` group), so that unfreezing one later trains it.
 
     Example:
         >>> cfg = OptimConfig(name="torch.optim:RMSprop", lr=0.01, kwargs={"alpha": 0.9})
@@ -137,7 +154,7 @@ def build_optimizer(cfg: OptimConfig, model: nn.Module) -> torch.optim.Optimizer
         >>> type(opt).__name__, opt.defaults["alpha"], [g["weight_decay"] for g in opt.param_groups]
         ('RMSprop', 0.9, [0.05, 0.0])
     """
-    groups = param_groups(model, cfg.weight_decay)
+    groups: list[Any] = build_groups(model, cfg.groups, cfg.lr, cfg.weight_decay)
     kwargs = dict(cfg.kwargs)
     if cfg.name in OPTIMIZERS:
         try:
@@ -145,9 +162,14 @@ def build_optimizer(cfg: OptimConfig, model: nn.Module) -> torch.optim.Optimizer
         except (TypeError, ValueError) as exc:
             raise UserError(f"optim.kwargs: {cfg.name} refused them: {exc}") from None
     factory = resolve(cfg.name, "optim.name")
+    for i, group in enumerate(cfg.groups):
+        check_extra_keys(group, f"optim.groups[{i}]", factory)
     if not _accepts(factory, "weight_decay"):
+        if cfg.groups:
+            raise UserError(f"optim.groups: {cfg.name} takes no per-group weight decay (one "
+                            "parameter group only); remove optim.groups")  # fmt: skip
         # No per-group decay to give (LBFGS, a user's): one group, as the optimizer expects.
-        groups = [p for p in model.parameters() if p.requires_grad]
+        groups = list(model.parameters())
     try:
         optimizer = call_with(factory, {"lr": cfg.lr, **kwargs}, {}, "optim.kwargs", args=(groups,))
     except (TypeError, ValueError) as exc:
@@ -220,8 +242,9 @@ def build_scheduler(
         )
     factory = resolve(cfg.name, "sched.name")
     inject = {"total_steps": total_steps}
+    kwargs = per_group_peaks(dict(cfg.kwargs), optimizer)
     try:
-        scheduler = call_with(factory, dict(cfg.kwargs), inject, "sched.kwargs", args=(optimizer,))
+        scheduler = call_with(factory, kwargs, inject, "sched.kwargs", args=(optimizer,))
     except (TypeError, ValueError) as exc:
         raise UserError(f"sched.name: {cfg.name} refused its arguments: {exc}") from None
     if not hasattr(scheduler, "step") or not hasattr(scheduler, "state_dict"):
@@ -229,6 +252,34 @@ def build_scheduler(
             f"sched.name: {cfg.name!r} returned {type(scheduler).__name__}, not an lr scheduler"
         )
     return scheduler
+
+
+# Scheduler arguments that set the lr itself and take one value per group.
+_PEAKS = ("max_lr", "base_lr")
+
+
+def per_group_peaks(kwargs: dict[str, Any], optimizer: torch.optim.Optimizer) -> dict[str, Any]:
+    """A scalar ``max_lr`` / ``base_lr`` (OneCycleLR, CyclicLR) as one value per group,
+    scaled as each group's lr is to the optimizer's default lr (``optim.lr``), so that
+    ``optim.groups`` keeps its ratios under such a schedule too.
+
+    Example:
+        >>> opt = torch.optim.SGD([{"params": [nn.Parameter(torch.ones(1))]},
+        ...                        {"params": [nn.Parameter(torch.ones(1))], "lr": 0.25}], lr=0.5)
+        >>> per_group_peaks({"max_lr": 1.0}, opt)
+        {'max_lr': [1.0, 0.5]}
+    """
+    base = optimizer.defaults.get("lr")
+    if not isinstance(base, (int, float)) or not base:
+        return kwargs
+    ratios = [g["lr"] / base for g in optimizer.param_groups]
+    if all(r == 1 for r in ratios):
+        return kwargs
+    for key in _PEAKS:
+        value = kwargs.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            kwargs[key] = [value * r for r in ratios]
+    return kwargs
 
 
 def steps_per_eval(scheduler: Any) -> bool:

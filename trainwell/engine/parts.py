@@ -42,6 +42,9 @@ class Given:
     step_fn: StepFn | None = None
     eval_step_fn: StepFn | None = None
     callbacks: list[Any] | None = None
+    # An optimizer (or fn(model) -> optimizer) and a scheduler (or fn(optimizer) -> one).
+    optimizer: Any = None
+    scheduler: Any = None
 
 
 @dataclass

@@ -80,7 +80,8 @@ class Stepper:
     samples: int = field(init=False, default=0)
 
     def __post_init__(self) -> None:
-        self.params = [p for p in self.net.parameters() if p.requires_grad]
+        # All of them: one unfrozen later is clipped too (clipping skips those without .grad).
+        self.params = list(self.net.parameters())
         # A DataLoader yields CPU tensors: on the CPU there is nothing to move.
         self._move = self.device.type != "cpu" or self.channels_last
         # fp32 and one process: no context to enter per micro-batch (a hot path).

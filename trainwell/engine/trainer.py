@@ -40,6 +40,7 @@ from trainwell.engine.loaders import TrainData
 from trainwell.engine.memory import MemoryLog
 from trainwell.engine.metrics import MetricSums
 from trainwell.engine.optim import steps_per_eval
+from trainwell.engine.param_groups import group_lrs
 from trainwell.engine.precision import Precision
 from trainwell.engine.progress import Progress
 from trainwell.engine.rundir import RunDir
@@ -207,6 +208,7 @@ class Trainer:
                 metrics[f"train/{name}"] = value
             self.loop.optim_window.reset()
         metrics["train/lr"] = self.stepper.optimizer.param_groups[0]["lr"]
+        metrics.update(group_lrs(self.stepper.optimizer))  # train/lr/<name>: optim.groups
         elapsed = self.train_time + time.perf_counter() - self._epoch_started
         metrics["train/samples_per_s"] = self.samples / max(elapsed, 1e-9)
         for name, value in self.clock.window().items():

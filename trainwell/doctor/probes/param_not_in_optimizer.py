@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 from torch import nn
@@ -23,9 +24,16 @@ class ParamNotInOptimizerProbe:
     The models are the modules whose forward ran with grad enabled; the optimizers are
     those created or stepped. Weights of modules kept in a plain list or dict are
     ``unregistered-module``'s (which hides them from the optimizer), not loose tensors.
+
+    A model's parameters in no optimizer at that check (frozen ones, typically) stay
+    watched: looked at every ``EVERY`` steps, at each pass over a data set's end (an
+    epoch, an evaluation) and at the end of the run, one that was
+    unfrozen since and gets gradients while still in no optimizer (an optimizer built
+    over the trainable parameters only, then a fine-tuning unfreeze) is reported then.
     """
 
     CHECK_AT = 3
+    EVERY = 50
     LEAF_WALK = 20_000  # graph nodes walked to find the loss's leaf tensors
 
     def __init__(self) -> None:
@@ -34,6 +42,9 @@ class ParamNotInOptimizerProbe:
         self.leaves: dict[int, list[Any]] = {}
         self.steps = 0
         self.checked = False
+        # After the check: (weak model, weak parameter, its name) of those in no optimizer.
+        self.watched: list[tuple[Any, Any, str]] = []
+        self.site: Site | None = None
 
     def on_optimizer_created(self, doc: Reporter, event: CreatedEvent) -> None:
         self.coverage.created_optimizer(event)
@@ -45,6 +56,9 @@ class ParamNotInOptimizerProbe:
 
     def on_step(self, doc: Reporter, event: StepEvent) -> None:
         self.coverage.stepped(event.optimizer)
+        if self.checked:  # woken up to look at the watched parameters
+            self._look_again(doc, event)
+            return
         self.steps += 1
         if self.steps == self.CHECK_AT:
             self._check(doc, event)
@@ -59,15 +73,22 @@ class ParamNotInOptimizerProbe:
         elif self.steps >= self.CHECK_AT:
             doc.unsubscribe(self, "on_backward")
 
+    def on_epoch_end(self, doc: Reporter, dataset: Any) -> None:
+        # The engine evaluates after each epoch's last step: its gradients are still there.
+        if self.checked:
+            self._look_again(doc, None)
+
     def on_end(self, doc: Reporter) -> None:
         if self.steps and not self.checked and not doc.crashed:
             self._check(doc, None)
+        elif self.watched and not doc.crashed:
+            self._look_again(doc, None)
 
     def _check(self, doc: Reporter, event: StepEvent | None) -> None:
         self.checked = True
-        doc.unsubscribe(self, "on_forward", "on_optimizer_created", "on_step")
+        doc.unsubscribe(self, "on_forward")
         optimized = self.coverage.optimized()
-        site = self.coverage.optimizer_site(event)
+        site = self.site = self.coverage.optimizer_site(event)
         models = list(self.coverage.models)
         for model in models:
             root = doc.model_name(model)
@@ -78,6 +99,10 @@ class ParamNotInOptimizerProbe:
             ]
             if missing and site is not None:
                 doc.add(_finding(site, model, missing))
+            self.watched += [(weakref.ref(model), weakref.ref(p), param_path(n, root))
+                             for n, p in model.named_parameters()
+                             if id(p) not in optimized and not p.requires_grad]  # fmt: skip
+        self._sleep(doc)
         # Trainable tensors the loss reaches that belong to no model (learned loss
         # weights, a temperature) and to no optimizer.
         # A tensor in the graphs of several steps persists like a weight; one made anew
@@ -95,20 +120,58 @@ class ParamNotInOptimizerProbe:
             names = [f"tensor{tuple(t.shape)}" for t in loose]
             doc.add(_finding(site, None, names))
 
+    def _sleep(self, doc: Reporter) -> None:
+        if not self.watched:
+            doc.unsubscribe(self, "on_optimizer_created", "on_step", "on_epoch_end")
+            return
+        # New optimizers still count (one made for the unfrozen part); steps only now and then.
+        doc.unsubscribe(self, "on_step", until=(doc.steps // self.EVERY + 1) * self.EVERY)
 
-def _finding(site: Site, model: nn.Module | None, missing: list[str]) -> Finding:
+    def _look_again(self, doc: Reporter, event: StepEvent | None) -> None:
+        """Watched parameters that now get gradients, still in no optimizer."""
+        optimized = self.coverage.optimized()
+        found: dict[int, tuple[nn.Module, list[str]]] = {}
+        still = []
+        for model_ref, ref, name in self.watched:
+            model, p = model_ref(), ref()
+            if model is None or p is None or id(p) in optimized:
+                continue
+            if p.requires_grad and p.grad is not None:
+                found.setdefault(id(model), (model, []))[1].append(name)
+            else:
+                still.append((model_ref, ref, name))
+        self.watched = still
+        site = self.site or (event.site if event is not None else None)
+        for model, missing in found.values():
+            if site is not None:
+                doc.add(_finding(site, model, missing, unfrozen=True))
+        if event is not None or not self.watched:
+            self._sleep(doc)
+
+
+def _finding(
+    site: Site, model: nn.Module | None, missing: list[str], unfrozen: bool = False
+) -> Finding:
     owner = f" of {type(model).__name__}" if model is not None else " outside any model"
+    why = ("they never change: the gradients are computed (time and memory) and thrown "
+           "away; often a layer added after the optimizer was built")  # fmt: skip
+    fix = ("build the optimizer from model.parameters() after the model is complete; to "
+           "freeze a part on purpose, call requires_grad_(False) on it")  # fmt: skip
+    if unfrozen:
+        why = ("they were frozen when the optimizer was built over the trainable parameters "
+               "only, and were unfrozen since: they get gradients and never change")  # fmt: skip
+        fix = ("build the optimizer over model.parameters() (frozen ones included: an "
+               "optimizer skips parameters without a gradient), or add them when unfreezing: "
+               "optimizer.add_param_group({'params': [...]})")  # fmt: skip
     return Finding(
         code="param-not-in-optimizer",
         severity="error",
         file=site.file,
         line=site.line,
         message=f"{len(missing)} trainable parameter(s){owner} get gradients but are in no "
-        f"optimizer: {', '.join(missing[:6])}"
-        + (" ..." if len(missing) > 6 else ""),
-        why="they never change: the gradients are computed (time and memory) and thrown "
-        "away; often a layer added after the optimizer was built",
-        fix="build the optimizer from model.parameters() after the model is complete; to "
-        "freeze a part on purpose, call requires_grad_(False) on it",
+        f"optimizer{' (unfrozen after it was built)' if unfrozen else ''}: "
+        f"{', '.join(missing[:6])}" + (" ..." if len(missing) > 6 else ""),
+        why=why,
+        fix=fix,
         evidence={"parameters": missing[:50], "count": len(missing)},
     )
