@@ -262,7 +262,7 @@ class TrainData:
         if self.unsharded is not None:
             return [f"[yellow]warning[/]: the DataLoader the data gave is not sharded over "
                     f"{world_size} processes ({self.unsharded}): every process sees the same "
-                    "data; return a Dataset, or a plain DataLoader with a sampler"]  # fmt: skip
+                    "data (each iterates all of it); return a Dataset or a plain DataLoader"]
         if self.batched:
             return [f"[yellow]note[/]: data.batch_sampler makes the batches: each is one "
                     f"micro-batch of one process, an optimizer step trains on {world_size} "
