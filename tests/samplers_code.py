@@ -204,7 +204,7 @@ class MyLoader(DataLoader):
     """A DataLoader subclass with its own constructor: it cannot be rebuilt."""
 
     def __init__(self, dataset) -> None:
-        super().__init__(dataset, batch_size=8, shuffle=True)
+        super().__init__(dataset, batch_size=8)
 
 
 def loaders(kind: str = "shuffle", n: int = 192, batch_size: int = 8):
