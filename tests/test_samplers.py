@@ -456,3 +456,32 @@ def test_bad_sampler_factories_are_one_line(cli, overrides, message):
     code, out, err = cli("train", *TABULAR, "train.epochs=1", *overrides)
     assert code == 2, err
     assert message in err and len(err.strip().splitlines()) == 1, err
+
+
+# --- data.collate with kwargs ---
+
+
+@pytest.mark.parametrize("spec", [
+    f"{{name: '{CODE}:pad_collate', kwargs: {{pad_id: 7}}}}",
+    f"{{name: '{CODE}:Padder', kwargs: {{pad_id: 7}}}}",
+])  # fmt: skip
+def test_collate_kwargs_from_a_yaml_file_pad_with_the_given_id(tmp_path, spec):
+    from tests.samplers_code import Texts
+    from trainwell.config import to_yaml
+    from trainwell.data import build_collate
+
+    (tmp_path / "c.yaml").write_text(f"data:\n  collate: {spec}\n")
+    cfg = load_config(tmp_path / "c.yaml")
+    texts = Texts()
+    x, _ = build_collate(cfg.data.collate)([texts[0], texts[1]])  # lengths 1 and 8
+    assert x[0, 2:].tolist() == [7] * 7 and (x[1, 1:] != 7).all()
+    # The run's config.yaml holds it and loads back the same.
+    (tmp_path / "again.yaml").write_text(to_yaml(cfg))
+    assert load_config(tmp_path / "again.yaml").data.collate == cfg.data.collate
+
+
+def test_a_plain_collate_path_is_the_function_itself():
+    from tests.samplers_code import pad_collate
+    from trainwell.data import build_collate
+
+    assert build_collate(f"{CODE}:pad_collate") is pad_collate and build_collate("") is None
