@@ -137,7 +137,7 @@ class _Sharded:
     def items(self, epoch: int) -> list[Any]:
         """The whole epoch, every rank's items, checked (drawn once per epoch)."""
         if self._drawn is None or self._drawn[0] != epoch:
-            items = [self.check(item) for item in draw_epoch(self.inner, self.seed, epoch)]
+            items = self.check_all(draw_epoch(self.inner, self.seed, epoch))
             if not items:
                 raise UserError(f"{self.key}: the sampler yielded nothing for epoch {epoch}")
             self._drawn = (epoch, items)
@@ -153,6 +153,9 @@ class _Sharded:
 
     def __len__(self) -> int:
         return max(self.per_rank - self.skip, 0)
+
+    def check_all(self, items: list[Any]) -> list[Any]:
+        return [self.check(item) for item in items]
 
     def check(self, item: Any) -> Any:
         raise NotImplementedError
@@ -191,6 +194,18 @@ class ShardedSampler(_Sharded, Sampler[int]):
 
     def __iter__(self) -> Iterator[int]:
         return iter(self.mine())
+
+    def check_all(self, items: list[Any]) -> list[Any]:
+        # Integer indices are checked at once (a million per epoch cost 0.3 s one by one).
+        try:
+            flat = torch.as_tensor(items)
+        except (TypeError, ValueError, RuntimeError):
+            flat = None
+        ints = flat is not None and flat.ndim == 1 and len(items) > 0 and self.size is not None
+        ints = ints and not flat.is_floating_point() and flat.dtype != torch.bool
+        if ints and int(flat.min()) >= 0 and int(flat.max()) < self.size:
+            return flat.tolist()
+        return super().check_all(items)  # names the first bad item
 
     def check(self, item: Any) -> Any:
         # Without a length (a loader with batch_size=None), items are the data set's keys.
