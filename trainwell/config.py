@@ -66,7 +66,9 @@ class Config:
         # Cross-section rules that can be checked before any data is loaded; those that
         # need the data set's length are checked when the run starts.
         check(
-            self.data.batch_size % self.train.grad_accum_steps == 0,
+            # A batch sampler makes the batches; data.batch_size is not split then.
+            bool(self.data.batch_sampler)
+            or self.data.batch_size % self.train.grad_accum_steps == 0,
             "data.batch_size",
             f"{self.data.batch_size} does not divide into train.grad_accum_steps="
             f"{self.train.grad_accum_steps} micro-batches",

@@ -77,6 +77,8 @@ _EXPECTED = {
     "model.name": "a model",
     "data.name": "a data set",
     "data.collate": "a collate function",
+    "data.sampler": "a sampler factory",
+    "data.batch_sampler": "a batch sampler factory",
     "train.loss": "a loss",
     "train.step": "a step function",
     "train.eval_step": "a step function",
@@ -190,6 +192,33 @@ def build_object(spec: Any, key: str) -> tuple[str, Any]:
     if not callable(factory):
         raise UserError(f"{key}: {name!r} is a {type(factory).__name__}, not a class")
     return name, call_with(factory, kwargs, {}, key)
+
+
+def parse_spec(spec: Any, key: str) -> tuple[str, dict[str, Any]]:
+    """``(import path, kwargs)`` of a config entry ``"pkg.module:fn"`` or ``{name, kwargs}``.
+
+    Only the keys ``name`` and ``kwargs`` are taken; anything else is a typo, refused.
+
+    Example:
+        >>> parse_spec({"name": "pads:collate", "kwargs": {"pad_id": 0}}, "data.collate")
+        ('pads:collate', {'pad_id': 0})
+        >>> parse_spec({"name": "pads:collate", "pad_id": 0}, "data.collate")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        trainwell.errors.UserError: data.collate: unknown key 'pad_id'; write ...
+    """
+    if isinstance(spec, str):
+        return spec, {}
+    if not isinstance(spec, Mapping) or not isinstance(spec.get("name"), str):
+        raise UserError(f"{key}: {spec!r} is not 'pkg.module:Cls' or {{name, kwargs}}")
+    for extra in set(spec) - {"name", "kwargs"}:
+        raise UserError(
+            f"{key}: unknown key {extra!r}; write {{name: 'pkg.module:fn', kwargs: {{...}}}}"
+        )
+    kwargs = spec.get("kwargs") or {}
+    if not isinstance(kwargs, Mapping):
+        raise UserError(f"{key}: kwargs must be a mapping; got {kwargs!r}")
+    return spec["name"], dict(kwargs)
 
 
 def _hint(exc: TypeError, injectable: dict[str, Any]) -> str:

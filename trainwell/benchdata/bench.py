@@ -116,24 +116,43 @@ def bench_data(
 
 
 def _source(cfg: Any, loader: str | None, model: bool) -> tuple[Any, Any, Any]:
-    """The batches' source, and the run's parts and device when the config is needed."""
+    """The batches' source, and the run's parts and device when the config is needed.
+
+    The model is built only with ``model``: measuring the loader alone must not depend
+    on a model that fits the data (a text or tabular data set with the default CNN).
+    """
+    from trainwell.engine.distributed import Placement, resolve_device
+
     parts = place = None
     if loader is not None:
         made, factory = load_factory(loader)
         source = source_for(made, factory, f"--loader {loader}")
     if loader is None or model:
-        from trainwell.engine.distributed import Placement, resolve_device
+        place = Placement(device=resolve_device(cfg.run.device))
+    if model:
         from trainwell.engine.parts import build_parts
 
-        place = Placement(device=resolve_device(cfg.run.device))
         parts = build_parts(cfg, place)
     if loader is None:
-        train = parts.splits.train
+        train, settings = (parts.splits.train, parts.loaders) if parts else _data(cfg)
         if isinstance(train, DataLoader):  # data.name returned a loader of its own
             source = RebuiltSource(train, f"the DataLoader of data.name={cfg.data.name}")
         else:
-            source = EngineSource(train, parts.loaders, place)
+            source = EngineSource(train, settings, place)
     return source, parts, None if place is None else place.device
+
+
+def _data(cfg: Any) -> tuple[Any, Any]:
+    """The training split and the loaders' settings, as ``fit`` builds them, no model."""
+    from trainwell.data import build_data
+    from trainwell.engine.loaders import loader_settings
+    from trainwell.engine.seeding import seed_everything
+
+    seed_everything(cfg.run.seed)
+    # The labels are the model's and the loss's business, not the loader's speed.
+    splits = build_data(cfg.data, check_targets=False)
+    return splits.train, loader_settings(cfg.data, cfg.train.grad_accum_steps, cfg.run.seed,
+                                         splits)  # fmt: skip
 
 
 def write_json(result: BenchResult, path: str | Path) -> Path:

@@ -37,7 +37,6 @@ from torch.utils.data import DataLoader, IterableDataset
 from trainwell.benchdata.settings import Setting
 from trainwell.engine.distributed import Placement
 from trainwell.engine.loaders import LoaderSettings, TrainData
-from trainwell.engine.seeding import epoch_seed
 from trainwell.errors import UserError
 from trainwell.imports import resolve
 
@@ -52,6 +51,8 @@ class EngineSource:
 
     def describe(self) -> str:
         """What is measured, for the header line."""
+        if self.settings.batch_sampler is not None:
+            return "the engine's training loader, batches of data.batch_sampler"
         return f"the engine's training loader, micro-batch {self._micro()}"
 
     def _micro(self) -> int:
@@ -77,10 +78,7 @@ class EngineSource:
 def _engine_epochs(train: TrainData) -> Iterator[Any]:
     """The loader's batches, epoch after epoch, each epoch's order set as training sets it."""
     for epoch in itertools.count():
-        if train.sampler is not None:
-            train.sampler.set_epoch(epoch)
-        if train.generator is not None:
-            train.generator.manual_seed(epoch_seed(train.seed, epoch))
+        train.start_epoch(epoch)
         yielded = False
         for batch in train.loader:
             yielded = True

@@ -16,8 +16,10 @@ Example:
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,7 +28,7 @@ from torch.utils.data import DataLoader, Dataset, IterableDataset, Subset, Tenso
 
 from trainwell._options import check, check_int, check_number, option
 from trainwell.errors import UserError
-from trainwell.imports import call_with, is_import_path, resolve
+from trainwell.imports import call_with, is_import_path, parse_spec, resolve
 
 BUILTIN_DATA = ("digits", "fashion_mnist", "synthetic")
 MAX_WORKERS = 1024
@@ -65,8 +67,23 @@ class DataConfig:
         None, "number of classes, when a user data set does not say (built-ins know it)"
     )
     kwargs: dict[str, Any] = option({}, "keyword arguments for the data set's callable")
-    collate: str = option(
-        "", "import path 'package.module:fn' of a collate_fn (padding variable-length samples)"
+    collate: Any = option(
+        "",
+        "collate_fn (padding variable-length samples): import path 'package.module:fn' or "
+        "{name: PATH, kwargs: {...}} (a function gets the kwargs after the samples; a class "
+        "with __call__ is built with them)",
+    )
+    sampler: Any = option(
+        "",
+        "import path of a factory called with the training data set that returns a Sampler "
+        "of indices (class balancing), or {name: PATH, kwargs: {...}}; drawn from run.seed "
+        "each epoch and sharded over the processes",
+    )
+    batch_sampler: Any = option(
+        "",
+        "import path of a factory called with the training data set that returns a batch "
+        "sampler (lists of indices; length buckets), or {name: PATH, kwargs: {...}}; each "
+        "batch is one micro-batch of one process (data.batch_size is then not used)",
     )
 
     def __post_init__(self) -> None:
@@ -85,11 +102,53 @@ class DataConfig:
             f"unknown data set {self.name!r}; built-in: {', '.join(BUILTIN_DATA)}, "
             "or an import path 'package.module:attr'",
         )
+        for key in ("collate", "sampler", "batch_sampler"):
+            _check_spec(getattr(self, key), f"data.{key}")
         check(
-            not self.collate or is_import_path(self.collate),
-            "data.collate",
-            f"{self.collate!r} is not an import path 'package.module:fn'",
+            not (self.sampler and self.batch_sampler),
+            "data.sampler",
+            "data.sampler and data.batch_sampler are both set; a batch sampler draws its own "
+            "indices (give it the sampler inside the factory)",
         )
+
+
+def _check_spec(spec: Any, key: str) -> None:
+    """An import path, or ``{name: PATH, kwargs}``; empty is unset."""
+    if spec is None or spec == "":
+        return
+    path, _ = parse_spec(spec, key)
+    check(is_import_path(path), key, f"{path!r} is not an import path 'package.module:fn'")
+
+
+def build_collate(spec: Any) -> Callable[[list[Any]], Any] | None:
+    """The ``collate_fn`` that ``data.collate`` names, with its kwargs; ``None`` if unset.
+
+    A function gets the kwargs after the samples (``fn(samples, **kwargs)``); a class
+    whose instances are callable is built with them and its instance collates.
+
+    Example:
+        >>> fn = build_collate({"name": "torch.nn.utils.rnn:pad_sequence",
+        ...                     "kwargs": {"batch_first": True, "padding_value": -1.0}})
+        >>> fn([torch.ones(1), torch.ones(2)]).tolist()
+        [[1.0, -1.0], [1.0, 1.0]]
+    """
+    if not spec:
+        return None
+    path, kwargs = parse_spec(spec, "data.collate")
+    fn = resolve(path, "data.collate")
+    if isinstance(fn, type) and any("__call__" in vars(k) for k in fn.__mro__[:-1]):
+        return call_with(fn, kwargs, {}, "data.collate")
+    if not callable(fn):
+        raise UserError(f"data.collate: {path!r} is a {type(fn).__name__}, not a function")
+    if not kwargs:
+        return fn
+    try:
+        inspect.signature(fn).bind([], **kwargs)
+    except TypeError as exc:
+        raise UserError(f"data.collate: cannot call {path} with the kwargs: {exc}") from None
+    except ValueError:
+        pass  # no signature to check (a builtin): the first batch will tell
+    return functools.partial(fn, **kwargs)
 
 
 @dataclass

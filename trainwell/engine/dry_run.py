@@ -50,7 +50,7 @@ def dry_run_report(console: Console, cfg: Config, parts: Parts, trainer: Trainer
         f"global {cfg.data.batch_size} = {data.micro_batch} per micro-step x "
         f"{cfg.train.grad_accum_steps} accum x {place.world_size} processes"
         if data.owned
-        else f"the data's own DataLoader x {cfg.train.grad_accum_steps} accum"
+        else data.batch_plan(cfg.data.batch_size, place.world_size)
     )
     per_epoch = "unknown (iterable)" if data.steps_per_epoch is None else data.steps_per_epoch
     lines = [

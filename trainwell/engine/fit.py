@@ -265,14 +265,8 @@ def _notes(s: _Session, data: TrainData) -> None:
     alone = DistConfig(strategy=s.cfg.dist.strategy)  # fsdp alone says so itself
     if not s.place.distributed and s.cfg.dist != alone:
         say("[yellow]warning[/]: dist.* settings have no effect with one process")
-    if not data.owned:
-        say("[yellow]note[/]: training on the DataLoader the data gave: its batch size is "
-            "used as it is (data.batch_size is not split), and an exact resume mid-epoch "
-            "needs the engine's own loader (return a Dataset)", soft_wrap=True)  # fmt: skip
-    elif data.sampler is None and s.place.distributed:
-        say("[yellow]note[/]: an IterableDataset on several processes must shard itself "
-            "by rank (torch.distributed.get_rank()); every rank iterates it whole otherwise",
-            soft_wrap=True)  # fmt: skip
+    for line in data.notes(s.place.world_size):
+        say(line, soft_wrap=True)
 
 
 def _train(s: _Session, parts: Parts, trainer: Trainer) -> FitResult:
@@ -353,12 +347,7 @@ def _plan(cfg: Config, trainer: Trainer) -> str:
     epochs = f"{cfg.train.epochs} epochs x {data.steps_per_epoch} steps"
     if data.steps_per_epoch is None:
         epochs = f"{trainer.total_steps} steps"
-    if not data.owned:
-        return f"{epochs}, the data's own DataLoader x {cfg.train.grad_accum_steps} accum"
-    return (
-        f"{epochs}, batch {cfg.data.batch_size} ({data.micro_batch} x "
-        f"{cfg.train.grad_accum_steps} accum x {trainer.place.world_size} proc)"
-    )
+    return f"{epochs}, {data.batch_plan(cfg.data.batch_size, trainer.place.world_size)}"
 
 
 def _fail(

@@ -19,9 +19,8 @@ from torch.utils.data import DataLoader, Subset
 
 from trainwell.config import Config
 from trainwell.data import DataSplits, build_data, make_splits
-from trainwell.engine.batch import collate_for
 from trainwell.engine.distributed import Placement
-from trainwell.engine.loaders import LoaderSettings, first_samples
+from trainwell.engine.loaders import LoaderSettings, first_samples, loader_settings
 from trainwell.engine.preflight import Task, preflight
 from trainwell.engine.seeding import seed_everything, set_deterministic
 from trainwell.engine.step_fn import LossFn, LossStep, StepFn, Steps, ignore_index_of
@@ -90,18 +89,8 @@ def build_parts(
     if model is None:
         model = build_model(cfg.model, splits.num_classes, splits.input_shape or ())
     model = model.to(place.device)
-    collate = _resolve_fn(cfg.data.collate, "data.collate") or _default_collate(splits)
-    loaders = LoaderSettings(
-        batch_size=cfg.data.batch_size,
-        eval_batch_size=cfg.data.eval_batch_size,
-        grad_accum_steps=cfg.train.grad_accum_steps,
-        num_workers=cfg.data.num_workers,
-        pin_memory=cfg.data.pin_memory,
-        persistent_workers=cfg.data.persistent_workers,
-        prefetch_factor=cfg.data.prefetch_factor,
-        seed=cfg.run.seed,
-        collate=collate,
-    )
+    loaders = loader_settings(cfg.data, cfg.train.grad_accum_steps, cfg.run.seed, splits)
+    collate = loaders.collate
     with quiet():
         # Two samples: the cheapest batch that still runs batch norm in training mode.
         task = preflight(model, steps, splits, place.device, lambda: first_samples(
@@ -116,12 +105,6 @@ def _splits(cfg: Config, given: Given, steps: Steps) -> DataSplits:
         return build_data(cfg.data, steps.default, ignore_index_of(steps.loss_fn))
     return make_splits(given.train_data, given.val_data, given.test_data, cfg.data.num_classes,
                        "train_data")  # fmt: skip
-
-
-def _default_collate(splits: DataSplits) -> Any:
-    if isinstance(splits.train, DataLoader):
-        return None  # a user's loader collates itself
-    return collate_for(splits.sample)
 
 
 def build_steps(cfg: Config, given: Given, device: torch.device) -> Steps:

@@ -19,14 +19,13 @@ import torch
 from torch import nn
 
 from trainwell.config import Config
-from trainwell.data import DataSplits, build_data
+from trainwell.data import DataSplits, build_collate, build_data
 from trainwell.engine.batch import collate_for
 from trainwell.engine.checkpoint import load_checkpoint
 from trainwell.engine.parts import Given, build_steps
 from trainwell.engine.sharded import consolidate, is_folder
 from trainwell.engine.step_fn import Steps, ignore_index_of
 from trainwell.errors import UserError
-from trainwell.imports import resolve
 from trainwell.models import build_model
 
 CPU = torch.device("cpu")
@@ -117,7 +116,7 @@ def build_run_parts(cfg: Config) -> RunParts:
     with _user_code(cfg):
         steps = build_steps(cfg, Given(), CPU)
         splits = build_data(cfg.data, steps.default, ignore_index_of(steps.loss_fn))
-        collate = resolve(cfg.data.collate, "data.collate") if cfg.data.collate else None
+        collate = build_collate(cfg.data.collate)
     return RunParts(cfg, steps, splits, collate or collate_for(splits.sample))
 
 
