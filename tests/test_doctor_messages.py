@@ -184,3 +184,29 @@ def test_the_inplace_message_is_read_in_either_torch_spelling(node):
     )
     modified = parse_modified(text, None)
     assert (modified.shape, modified.producer) == ((16, 1), "AsStrided")
+
+
+CORPUS = __import__("pathlib").Path(__file__).parent / "doctor_corpus"
+
+
+@pytest.mark.parametrize(
+    ("script", "statement"),
+    [
+        # an LSTM's (h, c): .detach() does not exist on a tuple
+        ("crash_rnnlm_lstm_states_not_detached", "states = tuple(s.detach() for s in states)"),
+        ("crash_word_lm_branch_no_repackage", "hidden = tuple(s.detach() for s in hidden)"),
+        # a GRU's single tensor
+        ("crash_char_rnn_gru_hidden_not_detached", "hidden = hidden.detach()"),
+        # a list of per-layer (h, c) tuples
+        ("crash_stacked_lstm_per_layer_states",
+         "states = [tuple(s.detach() for s in layer) for layer in states]"),
+    ],
+)
+def test_the_detach_fix_of_a_carried_state_runs_on_its_structure(tmp_path, script, statement):
+    out = tmp_path / "f.json"
+    main(["doctor", "--json", str(out), str(CORPUS / f"{script}.py")])
+    (finding,) = [f for f in json.loads(out.read_text())["findings"]
+                  if f["code"] == "graph-retained"]  # fmt: skip
+    assert finding["fix"].endswith(statement) or statement + " " in finding["fix"], finding["fix"]
+    if "tuple" in statement:
+        assert ".detach() (truncated" not in finding["fix"]
