@@ -111,7 +111,7 @@ def _argument_name(file: str, line: int, index: int) -> str | None:
 def _carried_attribute(doc: Watched, mark: int) -> Carried | None:
     """A module attribute (``self.hidden``) whose graph reaches an earlier step."""
     for model in doc.seen_modules():
-        for path, module in model.named_modules():
+        for module in model.modules():
             for attr, value in list(vars(module).items()):
                 if attr.startswith("_") or isinstance(value, nn.Parameter):
                     continue
@@ -166,7 +166,8 @@ def detach_statement(name: str, kind: str) -> str:
 def detach_fix(carried: Carried) -> str:
     """The line that cuts the carried state off from the previous step's graph."""
     tail = " (truncated BPTT)" if carried.kind == "tensor" else ""
-    return f"detach the carried state each step: {detach_statement(carried.name, carried.kind)}{tail}"
+    statement = detach_statement(carried.name, carried.kind)
+    return f"detach the carried state each step: {statement}{tail}"
 
 
 # ---- in-place modification of a saved tensor -----------------------------------------------
