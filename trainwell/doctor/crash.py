@@ -124,9 +124,11 @@ def _label_crash(doc: Watched, frame: types.FrameType, text: str) -> Finding:
     models = [r.module for r in reversed(doc.step_forwards)] + doc.models()
     bad = int(label.group(1)) if label else -1
     head = head_for_label(models, bad, [site.file]) if bad > 0 and not _one_based(frame) else None
-    if head is not None:  # a head a few outputs short: the fix is where its size is set
-        related = [{"file": site.file, "line": site.line, "what": "the loss"}, *head[1]]
-        site = head[0]
+    if head is not None:
+        # One rare label after many good batches: a class the head lacks or a bad label,
+        # so the line stays at the loss and the head's size is related.
+        what = "the head: its number of outputs is set here"
+        related = [{"file": head[0].file, "line": head[0].line, "what": what}, *head[1]]
     return Finding(
         code="label-out-of-range",
         severity="error",
@@ -136,9 +138,10 @@ def _label_crash(doc: Watched, frame: types.FrameType, text: str) -> Finding:
         message=f"the loss got a class label outside [0, num_classes): {text.strip()[:120]}",
         why="class labels index the model's outputs; on a GPU the same bug is the cryptic "
         "'device-side assert triggered'",
-        fix=f"give the head at least {bad + 1} outputs (the number of classes), or remap "
-        "the labels to 0..C-1" if head is not None else "make the labels 0..C-1 (1-based "
-        "labels: y - 1) or give the model as many outputs as there are classes (max label + 1)",
+        fix=(f"remap the labels to 0..C-1, or give the head (line {head[0].line}) at least "
+             f"{bad + 1} outputs if there are that many classes") if head is not None else (
+            "make the labels 0..C-1 (1-based labels: y - 1) or give the model as many "
+            "outputs as there are classes (max label + 1)"),
         evidence={"exception": text.strip()[:300]},
     )
 
