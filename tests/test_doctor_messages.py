@@ -210,3 +210,52 @@ def test_the_detach_fix_of_a_carried_state_runs_on_its_structure(tmp_path, scrip
     assert finding["fix"].endswith(statement) or statement + " " in finding["fix"], finding["fix"]
     if "tuple" in statement:
         assert ".detach() (truncated" not in finding["fix"]
+
+
+@pytest.mark.parametrize(
+    ("script", "names", "fix"),
+    [
+        # yunjey's GAN whose reset_grad() zeroes d_optimizer only
+        ("nozero_gan_reset_grad_one_optimizer", ("g_optimizer's gradients", "G's parameters",
+                                                 "only d_optimizer.zero_grad() runs"),
+         "call g_optimizer.zero_grad() there as well"),
+        # a second optimizer (center loss) never zeroed
+        ("nozero_center_loss_second_optimizer", ("optimizer_centloss's gradients",
+                                                 "criterion_cent's parameters"),
+         "call optimizer_centloss.zero_grad()"),
+        # netD.zero_grad() where netG's was meant
+        ("nozero_dcgan_wrong_model_zero_grad", ("optimizerG's gradients", "netG's parameters",
+                                                "clears another model's"),
+         "optimizerG.zero_grad() (or netG.zero_grad())"),
+    ],
+)
+def test_missing_zero_grad_names_the_optimizer_and_the_model_that_pile_up(
+    tmp_path, script, names, fix
+):
+    out = tmp_path / "f.json"
+    main(["doctor", "--json", str(out), str(CORPUS / f"{script}.py")])
+    (finding,) = [f for f in json.loads(out.read_text())["findings"]
+                  if f["code"] == "missing-zero-grad"]  # fmt: skip
+    assert "gradients are never cleared:" not in finding["message"]  # it names whose
+    for name in names:
+        assert name in finding["message"], finding["message"]
+    assert fix in finding["fix"], finding["fix"]
+
+
+def test_missing_zero_grad_without_any_zero_grad_names_the_optimizer(tmp_path):
+    findings, script = run_doctor(tmp_path, """
+        import torch
+        from torch import nn
+
+        torch.manual_seed(0)
+        net = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 2))
+        sgd = torch.optim.SGD(net.parameters(), lr=0.01)
+        for _ in range(10):
+            loss = nn.functional.cross_entropy(net(torch.randn(16, 8)), torch.randint(0, 2, (16,)))
+            loss.backward()
+            sgd.step()
+    """)
+    (finding,) = [f for f in findings if f["code"] == "missing-zero-grad"]
+    assert finding["line"] == 11 and finding["related"] == []
+    assert finding["message"].startswith("sgd's gradients (net's parameters) are never cleared")
+    assert "call sgd.zero_grad() once per step" in finding["fix"]
