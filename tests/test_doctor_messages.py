@@ -259,3 +259,26 @@ def test_missing_zero_grad_without_any_zero_grad_names_the_optimizer(tmp_path):
     assert finding["line"] == 11 and finding["related"] == []
     assert finding["message"].startswith("sgd's gradients (net's parameters) are never cleared")
     assert "call sgd.zero_grad() once per step" in finding["fix"]
+
+
+def test_a_nan_that_crashes_before_the_loss_is_traced_to_its_operation(tmp_path):
+    out = tmp_path / "f.json"
+    assert main(["doctor", "--json", str(out), str(CORPUS / "crash_nan_vae_sqrt_log_var.py")]) == 1
+    (finding,) = json.loads(out.read_text())["findings"]
+    assert finding["code"] == "nonfinite-loss"
+    assert "crash at step 1 (all elements of input should be between 0 and 1)" in finding["message"]
+    assert "`sqrt` in model (VAE)" in finding["message"]
+    assert "exp(0.5 * log_var)" in finding["fix"]
+
+
+def test_a_nan_crash_with_finite_values_only_is_not_blamed_on_nan(tmp_path):
+    # probabilities above 1 (no NaN anywhere): the range check is a plain bug, not a NaN
+    findings, _ = run_doctor(tmp_path, """
+        import torch
+        import torch.nn.functional as F
+
+        model = torch.nn.Linear(4, 1)
+        p = model(torch.randn(8, 4)).abs() + 1.5
+        F.binary_cross_entropy(p.squeeze(1), torch.ones(8))
+    """)
+    assert not [f for f in findings if f["code"].startswith("nonfinite")]

@@ -28,6 +28,7 @@ from trainwell.doctor.carried import (
 from trainwell.doctor.detached import NO_GRAD_FN, explain_detached
 from trainwell.doctor.findings import Finding
 from trainwell.doctor.head import head_for_label
+from trainwell.doctor.nonfinite_crash import explain_nan_crash, is_nan_crash
 from trainwell.doctor.sites import Site, is_user_file
 
 OOM_MARKERS = ("out of memory", "can't allocate memory", "CUDA error: out of memory")
@@ -61,11 +62,16 @@ def explain(doc: Watched, exc: BaseException) -> None:
         doc.add(_device_mismatch(frame, text))
     elif NO_GRAD_FN in text:
         doc.add(explain_detached(doc.models(), frame))
+    elif is_nan_crash(text):
+        _add(doc, explain_nan_crash(doc, frame, text))
     elif SECOND_BACKWARD in text or INPLACE in text:
-        finding = (_second_backward(doc, frame) if SECOND_BACKWARD in text
-                   else _inplace(doc, frame, text))  # fmt: skip
-        if finding is not None:
-            doc.add(finding)
+        _add(doc, _second_backward(doc, frame) if SECOND_BACKWARD in text
+             else _inplace(doc, frame, text))  # fmt: skip
+
+
+def _add(doc: Watched, finding: Finding | None) -> None:
+    if finding is not None:
+        doc.add(finding)
 
 
 def _innermost_user_frame(tb: types.TracebackType | None) -> types.FrameType | None:

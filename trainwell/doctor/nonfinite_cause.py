@@ -82,6 +82,25 @@ def _diagnose(doc: Reporter, event: BackwardEvent) -> Cause | None:
     return Cause("nonfinite-loss", line, what, site, evidence, fwd)
 
 
+def crash_cause(doc: Reporter, site: Site) -> Cause | None:
+    """The first cause of a NaN/Inf that made an operation raise before any loss was
+    backwarded (``binary_cross_entropy`` given NaN probabilities raises "all elements of
+    input should be between 0 and 1"): the data, or the first non-finite operation of
+    this step's forwards, replayed. ``site`` is the line that raised."""
+    batch = doc.last_batch
+    if batch is not None and not _finite(_float_tensors(batch.batch)):
+        what = f"batch {batch.index} of this pass over the DataLoader holds NaN/Inf"
+        return Cause("nonfinite-input", batch.site or site, what, site,
+                     {"batch_index": batch.index})  # fmt: skip
+    evidence: dict[str, Any] = {"step": doc.steps + 1}
+    forwards = [r for r in doc.step_forwards if _float_param_device(r.module) is not None]
+    for record in forwards:
+        cause = _in_forward(doc, record, site, evidence)
+        if cause is not None:
+            return cause
+    return None
+
+
 def _in_forward(
     doc: Reporter, record: ForwardRecord, site: Site, evidence: dict[str, Any]
 ) -> Cause | None:
