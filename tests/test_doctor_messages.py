@@ -282,3 +282,20 @@ def test_a_nan_crash_with_finite_values_only_is_not_blamed_on_nan(tmp_path):
         F.binary_cross_entropy(p.squeeze(1), torch.ones(8))
     """)
     assert not [f for f in findings if f["code"].startswith("nonfinite")]
+
+
+@pytest.mark.parametrize(
+    ("script", "said"),
+    [
+        ("nan_input_pixel_std_getitem", "every batch so far (16 of 16 watched) holds NaN/Inf"),
+        ("nan_input_pixel_std_precomputed", "every batch so far (12 of 12 watched)"),
+        # only the batches with a blank scan: the batch is named, not "every batch"
+        ("nan_input_per_image_std_some_batches", "batch 6 of this pass over the DataLoader"),
+    ],
+)
+def test_nonfinite_input_says_whether_every_batch_holds_nan(tmp_path, script, said):
+    out = tmp_path / "f.json"
+    main(["doctor", "--json", str(out), str(CORPUS / f"{script}.py")])
+    (finding,) = json.loads(out.read_text())["findings"]
+    assert finding["code"] == "nonfinite-input" and said in finding["message"], finding["message"]
+    assert "made here, in the data pipeline" in finding["message"]
