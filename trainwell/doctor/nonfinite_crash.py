@@ -36,7 +36,10 @@ def explain_nan_crash(doc: Reporter, frame: types.FrameType, text: str) -> Findi
     if any(f.code.startswith("nonfinite") for f in doc.findings):
         return None  # a NaN loss was explained before: the crash is its consequence
     site = Site(frame.f_code.co_filename, frame.f_lineno)
-    cause = crash_cause(doc, site) or _held(frame, site)
+    try:
+        cause = crash_cause(doc, site) or _held(frame, site)
+    except RuntimeError:  # the device is gone (a CUDA assert): nothing can be read
+        return None
     if cause is None:
         return None
     related = [{"file": site.file, "line": site.line, "what": "the operation that raised"}]
