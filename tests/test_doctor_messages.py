@@ -184,3 +184,118 @@ def test_the_inplace_message_is_read_in_either_torch_spelling(node):
     )
     modified = parse_modified(text, None)
     assert (modified.shape, modified.producer) == ((16, 1), "AsStrided")
+
+
+CORPUS = __import__("pathlib").Path(__file__).parent / "doctor_corpus"
+
+
+@pytest.mark.parametrize(
+    ("script", "statement"),
+    [
+        # an LSTM's (h, c): .detach() does not exist on a tuple
+        ("crash_rnnlm_lstm_states_not_detached", "states = tuple(s.detach() for s in states)"),
+        ("crash_word_lm_branch_no_repackage", "hidden = tuple(s.detach() for s in hidden)"),
+        # a GRU's single tensor
+        ("crash_char_rnn_gru_hidden_not_detached", "hidden = hidden.detach()"),
+        # a list of per-layer (h, c) tuples
+        ("crash_stacked_lstm_per_layer_states",
+         "states = [tuple(s.detach() for s in layer) for layer in states]"),
+    ],
+)
+def test_the_detach_fix_of_a_carried_state_runs_on_its_structure(tmp_path, script, statement):
+    out = tmp_path / "f.json"
+    main(["doctor", "--json", str(out), str(CORPUS / f"{script}.py")])
+    (finding,) = [f for f in json.loads(out.read_text())["findings"]
+                  if f["code"] == "graph-retained"]  # fmt: skip
+    assert finding["fix"].endswith(statement) or statement + " " in finding["fix"], finding["fix"]
+    if "tuple" in statement:
+        assert ".detach() (truncated" not in finding["fix"]
+
+
+@pytest.mark.parametrize(
+    ("script", "names", "fix"),
+    [
+        # yunjey's GAN whose reset_grad() zeroes d_optimizer only
+        ("nozero_gan_reset_grad_one_optimizer", ("g_optimizer's gradients", "G's parameters",
+                                                 "only d_optimizer.zero_grad() runs"),
+         "call g_optimizer.zero_grad() there as well"),
+        # a second optimizer (center loss) never zeroed
+        ("nozero_center_loss_second_optimizer", ("optimizer_centloss's gradients",
+                                                 "criterion_cent's parameters"),
+         "call optimizer_centloss.zero_grad()"),
+        # netD.zero_grad() where netG's was meant
+        ("nozero_dcgan_wrong_model_zero_grad", ("optimizerG's gradients", "netG's parameters",
+                                                "clears another model's"),
+         "optimizerG.zero_grad() (or netG.zero_grad())"),
+    ],
+)
+def test_missing_zero_grad_names_the_optimizer_and_the_model_that_pile_up(
+    tmp_path, script, names, fix
+):
+    out = tmp_path / "f.json"
+    main(["doctor", "--json", str(out), str(CORPUS / f"{script}.py")])
+    (finding,) = [f for f in json.loads(out.read_text())["findings"]
+                  if f["code"] == "missing-zero-grad"]  # fmt: skip
+    assert "gradients are never cleared:" not in finding["message"]  # it names whose
+    for name in names:
+        assert name in finding["message"], finding["message"]
+    assert fix in finding["fix"], finding["fix"]
+
+
+def test_missing_zero_grad_without_any_zero_grad_names_the_optimizer(tmp_path):
+    findings, script = run_doctor(tmp_path, """
+        import torch
+        from torch import nn
+
+        torch.manual_seed(0)
+        net = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 2))
+        sgd = torch.optim.SGD(net.parameters(), lr=0.01)
+        for _ in range(10):
+            loss = nn.functional.cross_entropy(net(torch.randn(16, 8)), torch.randint(0, 2, (16,)))
+            loss.backward()
+            sgd.step()
+    """)
+    (finding,) = [f for f in findings if f["code"] == "missing-zero-grad"]
+    assert finding["line"] == 11 and finding["related"] == []
+    assert finding["message"].startswith("sgd's gradients (net's parameters) are never cleared")
+    assert "call sgd.zero_grad() once per step" in finding["fix"]
+
+
+def test_a_nan_that_crashes_before_the_loss_is_traced_to_its_operation(tmp_path):
+    out = tmp_path / "f.json"
+    assert main(["doctor", "--json", str(out), str(CORPUS / "crash_nan_vae_sqrt_log_var.py")]) == 1
+    (finding,) = json.loads(out.read_text())["findings"]
+    assert finding["code"] == "nonfinite-loss"
+    assert "crash at step 1 (all elements of input should be between 0 and 1)" in finding["message"]
+    assert "`sqrt` in model (VAE)" in finding["message"]
+    assert "exp(0.5 * log_var)" in finding["fix"]
+
+
+def test_a_nan_crash_with_finite_values_only_is_not_blamed_on_nan(tmp_path):
+    # probabilities above 1 (no NaN anywhere): the range check is a plain bug, not a NaN
+    findings, _ = run_doctor(tmp_path, """
+        import torch
+        import torch.nn.functional as F
+
+        model = torch.nn.Linear(4, 1)
+        p = model(torch.randn(8, 4)).abs() + 1.5
+        F.binary_cross_entropy(p.squeeze(1), torch.ones(8))
+    """)
+    assert not [f for f in findings if f["code"].startswith("nonfinite")]
+
+
+@pytest.mark.parametrize(
+    ("script", "said"),
+    [
+        ("nan_input_pixel_std_getitem", "every batch so far (16 of 16 watched) holds NaN/Inf"),
+        ("nan_input_pixel_std_precomputed", "every batch so far (12 of 12 watched)"),
+        # only the batches with a blank scan: the batch is named, not "every batch"
+        ("nan_input_per_image_std_some_batches", "batch 6 of this pass over the DataLoader"),
+    ],
+)
+def test_nonfinite_input_says_whether_every_batch_holds_nan(tmp_path, script, said):
+    out = tmp_path / "f.json"
+    main(["doctor", "--json", str(out), str(CORPUS / f"{script}.py")])
+    (finding,) = json.loads(out.read_text())["findings"]
+    assert finding["code"] == "nonfinite-input" and said in finding["message"], finding["message"]
+    assert "made here, in the data pipeline" in finding["message"]

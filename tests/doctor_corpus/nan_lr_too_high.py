@@ -19,7 +19,7 @@ class MLP(nn.Module):
 
 
 def train(model, x, y, lr, steps, batch_size=32):
-    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)  # expect-related: nonfinite-loss
     for step in range(steps):
         idx = torch.randint(0, len(x), (batch_size,))
         pred = model(x[idx])
@@ -34,4 +34,4 @@ def train(model, x, y, lr, steps, batch_size=32):
 torch.manual_seed(0)
 x = 3.0 * torch.randn(1024, 12)
 y = (x[:, 0] > 0).float() + (x[:, 1] > 0).float()
-train(MLP(12, 64), x, y, lr=1.0, steps=30)
+train(MLP(12, 64), x, y, lr=1.0, steps=30)  # expect-related: nonfinite-loss

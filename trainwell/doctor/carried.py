@@ -50,6 +50,7 @@ class Carried:
     name: str
     site: Site
     attribute: bool = False  # kept on a module (``self.h``) rather than passed in
+    kind: str = "tensor"  # its structure, for a detach that runs: see state_kind
 
 
 def _seq(node: Any) -> int:
@@ -86,7 +87,8 @@ def find_carried(doc: Watched) -> Carried | None:
             if seq <= mark:
                 name = _argument_name(record.file, record.line, index)
                 if name is not None:
-                    return Carried(name, Site(record.file, record.line))
+                    kind = state_kind(record.args[index] if index < len(record.args) else None)
+                    return Carried(name, Site(record.file, record.line), kind=kind)
     return _carried_attribute(doc, mark)
 
 
@@ -109,7 +111,7 @@ def _argument_name(file: str, line: int, index: int) -> str | None:
 def _carried_attribute(doc: Watched, mark: int) -> Carried | None:
     """A module attribute (``self.hidden``) whose graph reaches an earlier step."""
     for model in doc.seen_modules():
-        for path, module in model.named_modules():
+        for module in model.modules():
             for attr, value in list(vars(module).items()):
                 if attr.startswith("_") or isinstance(value, nn.Parameter):
                     continue
@@ -117,18 +119,55 @@ def _carried_attribute(doc: Watched, mark: int) -> Carried | None:
                     continue
                 site = attribute_site(type(module), attr, carried=True)
                 if site is not None:
-                    owner = f"{type(model).__name__}.{path}" if path else type(module).__name__
-                    return Carried(f"self.{attr}", site, attribute=True) if site else Carried(
-                        f"{owner}.{attr}", site)
+                    return Carried(f"self.{attr}", site, attribute=True, kind=state_kind(value))
     return None
 
 
-def detach_fix(carried: Carried, value: Any = None) -> str:
+def state_kind(value: Any) -> str:
+    """The structure of a carried state: ``tensor`` (a GRU's ``h``), ``tuple`` /
+    ``list`` of tensors (an LSTM's ``(h, c)``), ``nested`` (a list of per-layer
+    ``(h, c)`` tuples), or ``other``.
+
+    Example:
+        >>> state_kind((torch.zeros(1), torch.zeros(1))), state_kind([(torch.zeros(1),)])
+        ('tuple', 'nested')
+    """
+    if isinstance(value, torch.Tensor) or value is None:
+        return "tensor"
+    if isinstance(value, (tuple, list)) and value:
+        if all(isinstance(v, torch.Tensor) for v in value):
+            return type(value).__name__ if type(value) in (tuple, list) else "tuple"
+        if all(isinstance(v, (tuple, list)) for v in value):
+            return "nested"
+    return "other"
+
+
+def detach_statement(name: str, kind: str) -> str:
+    """A statement that detaches a state of that structure and runs: ``h.detach()``
+    does not exist on an LSTM's ``(h, c)`` tuple.
+
+    Example:
+        >>> detach_statement("states", "tuple")
+        'states = tuple(s.detach() for s in states)'
+    """
+    if kind == "tuple":
+        return f"{name} = tuple(s.detach() for s in {name})"
+    if kind == "list":
+        return f"{name} = [s.detach() for s in {name}]"
+    if kind == "nested":
+        return f"{name} = [tuple(s.detach() for s in layer) for layer in {name}]"
+    if kind == "other":  # word_language_model's repackage_hidden, which recurses
+        return (f"{name} = repackage_hidden({name}), with def repackage_hidden(h): return "
+                "h.detach() if isinstance(h, torch.Tensor) else tuple(repackage_hidden(v) "
+                "for v in h)")  # fmt: skip
+    return f"{name} = {name}.detach()"
+
+
+def detach_fix(carried: Carried) -> str:
     """The line that cuts the carried state off from the previous step's graph."""
-    name = carried.name
-    if isinstance(value, (tuple, list)):
-        return f"detach the carried state each step: {name} = tuple(h.detach() for h in {name})"
-    return f"detach the carried state each step: {name} = {name}.detach() (truncated BPTT)"
+    tail = " (truncated BPTT)" if carried.kind == "tensor" else ""
+    statement = detach_statement(carried.name, carried.kind)
+    return f"detach the carried state each step: {statement}{tail}"
 
 
 # ---- in-place modification of a saved tensor -----------------------------------------------

@@ -27,11 +27,13 @@ from trainwell.doctor.carried import (
 )
 from trainwell.doctor.detached import NO_GRAD_FN, explain_detached
 from trainwell.doctor.findings import Finding
+from trainwell.doctor.head import head_for_label
+from trainwell.doctor.nonfinite_crash import explain_nan_crash, is_nan_crash
 from trainwell.doctor.sites import Site, is_user_file
 
 OOM_MARKERS = ("out of memory", "can't allocate memory", "CUDA error: out of memory")
 SECOND_BACKWARD = "Trying to backward through the graph a second time"
-LABEL_MARKER = re.compile(r"Target -?\d+ is out of bounds")
+LABEL_MARKER = re.compile(r"Target (-?\d+) is out of bounds")
 DEVICE_MARKERS = (
     "Expected all tensors to be on the same device",
     "is not on the expected device",
@@ -55,16 +57,21 @@ def explain(doc: Watched, exc: BaseException) -> None:
             return  # the labels probe saw them before PyTorch raised
         # The labels probe checks every call at first, then a sample: PyTorch's own
         # IndexError catches a bad label in an unchecked batch, and is explained here.
-        doc.add(_label_crash(frame, text))
+        doc.add(_label_crash(doc, frame, text))
     elif any(m in text for m in DEVICE_MARKERS):
         doc.add(_device_mismatch(frame, text))
     elif NO_GRAD_FN in text:
         doc.add(explain_detached(doc.models(), frame))
+    elif is_nan_crash(text):
+        _add(doc, explain_nan_crash(doc, frame, text))
     elif SECOND_BACKWARD in text or INPLACE in text:
-        finding = (_second_backward(doc, frame) if SECOND_BACKWARD in text
-                   else _inplace(doc, frame, text))  # fmt: skip
-        if finding is not None:
-            doc.add(finding)
+        _add(doc, _second_backward(doc, frame) if SECOND_BACKWARD in text
+             else _inplace(doc, frame, text))  # fmt: skip
+
+
+def _add(doc: Watched, finding: Finding | None) -> None:
+    if finding is not None:
+        doc.add(finding)
 
 
 def _innermost_user_frame(tb: types.TracebackType | None) -> types.FrameType | None:
@@ -117,19 +124,39 @@ def _oom(frame: types.FrameType, text: str) -> Finding:
     )
 
 
-def _label_crash(frame: types.FrameType, text: str) -> Finding:
+def _label_crash(doc: Watched, frame: types.FrameType, text: str) -> Finding:
+    site, related = Site(frame.f_code.co_filename, frame.f_lineno), []
+    label = LABEL_MARKER.search(text)
+    models = [r.module for r in reversed(doc.step_forwards)] + doc.models()
+    bad = int(label.group(1)) if label else -1
+    head = head_for_label(models, bad, [site.file]) if bad > 0 and not _one_based(frame) else None
+    if head is not None:
+        # One rare label after many good batches: a class the head lacks or a bad label,
+        # so the line stays at the loss and the head's size is related.
+        what = "the head: its number of outputs is set here"
+        related = [{"file": head[0].file, "line": head[0].line, "what": what}, *head[1]]
     return Finding(
         code="label-out-of-range",
         severity="error",
-        file=frame.f_code.co_filename,
-        line=frame.f_lineno,
+        file=site.file,
+        line=site.line,
+        related=related,
         message=f"the loss got a class label outside [0, num_classes): {text.strip()[:120]}",
         why="class labels index the model's outputs; on a GPU the same bug is the cryptic "
         "'device-side assert triggered'",
-        fix="make the labels 0..C-1 (1-based labels: y - 1) or give the model as many "
-        "outputs as there are classes (max label + 1)",
+        fix=(f"remap the labels to 0..C-1, or give the head (line {head[0].line}) at least "
+             f"{bad + 1} outputs if there are that many classes") if head is not None else (
+            "make the labels 0..C-1 (1-based labels: y - 1) or give the model as many "
+            "outputs as there are classes (max label + 1)"),
         evidence={"exception": text.strip()[:300]},
     )
+
+
+def _one_based(frame: types.FrameType) -> bool:
+    """Whether the labels in the failing line's scope start at 1 (their fix is y - 1)."""
+    labels = [v for v in frame.f_locals.values() if isinstance(v, torch.Tensor)
+              and v.dtype in (torch.int64, torch.int32) and v.dim() == 1 and v.numel()]  # fmt: skip
+    return any(int(v.min()) >= 1 for v in labels)
 
 
 def _device_mismatch(frame: types.FrameType, text: str) -> Finding:

@@ -205,8 +205,11 @@ def _graph_inputs(args: tuple) -> list[tuple[int, int]]:
         if isinstance(a, torch.Tensor):
             if a.grad_fn is not None:
                 found.append((i, a.grad_fn._sequence_nr()))
-        elif isinstance(a, tuple) and a and all(isinstance(t, torch.Tensor) for t in a[:4]):
-            found += [(i, t.grad_fn._sequence_nr()) for t in a[:4] if t.grad_fn is not None]
+        elif isinstance(a, (tuple, list)) and a:
+            # An LSTM's (h, c); a stacked model's list of per-layer (h, c) tuples.
+            flat = [t for v in a[:4] for t in (v[:4] if isinstance(v, (tuple, list)) else (v,))]
+            if all(isinstance(t, torch.Tensor) for t in flat):
+                found += [(i, t.grad_fn._sequence_nr()) for t in flat if t.grad_fn is not None]
     return found
 
 

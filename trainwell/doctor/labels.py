@@ -23,6 +23,7 @@ class OutOfRange:
     expected: str
     hint: str
     one_based: bool = False  # labels 1..C: made off by one where they were made
+    classes: int = 0  # the model's outputs, when the fix is a head with more of them
 
 
 def labels_out_of_range(event: LossEvent) -> OutOfRange | None:
@@ -59,11 +60,14 @@ def _class_labels(event: LossEvent) -> OutOfRange | None:
         return None
     if lo >= 1 and hi == classes:
         return OutOfRange(lo, hi, f"[0, {classes})", "the labels look 1-based: use y - 1", True)
-    elif hi >= classes:
+    if hi >= classes:
         hint = (f"the model has {classes} outputs: make it {hi + 1} (the number of "
                 "classes), or remap the labels to 0..C-1")  # fmt: skip
-    else:
-        hint = "negative labels: map them to 0..C-1 or to ignore_index"
+        # A few labels past the end: the head is too small (num_classes = 9 for 10
+        # classes). Far past it (255 for "void"), the labels are the bug.
+        small = classes if lo >= 0 and hi < 2 * classes + 2 else 0
+        return OutOfRange(lo, hi, f"[0, {classes})", hint, classes=small)
+    hint = "negative labels: map them to 0..C-1 or to ignore_index"
     return OutOfRange(lo, hi, f"[0, {classes})", hint)
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from trainwell.doctor.data_origin import data_origin
 from trainwell.doctor.events import BackwardEvent, ForwardRecord, Reporter
 from trainwell.doctor.nonfinite import (
     _finite,
@@ -42,6 +43,7 @@ class Cause:
     evidence: dict[str, Any] = field(default_factory=dict)
     forward: Site | None = None  # the model's call, when it is not the finding's line
     params: list[str] = field(default_factory=list)  # nonfinite-grad: the weights
+    fetched: Site | None = None  # nonfinite-input: the loop that got the batch
 
 
 def first_cause(doc: Reporter, event: BackwardEvent) -> Cause | None:
@@ -59,11 +61,9 @@ def _diagnose(doc: Reporter, event: BackwardEvent) -> Cause | None:
     if site is None:
         return None
     # 1. The data was already bad.
-    batch = doc.last_batch
-    if batch is not None and not _finite(_float_tensors(batch.batch)):
-        what = f"batch {batch.index} of this pass over the DataLoader holds NaN/Inf"
-        return Cause("nonfinite-input", batch.site or site, what, site,
-                     {"batch_index": batch.index})  # fmt: skip
+    bad = _bad_batch(doc, site)
+    if bad is not None:
+        return bad
     loss = event.tensor.detach()
     evidence: dict[str, Any] = {"step": doc.steps + 1, "loss": str(loss.flatten()[0].item())}
     forwards = [r for r in doc.step_forwards if _float_param_device(r.module) is not None]
@@ -80,6 +80,38 @@ def _diagnose(doc: Reporter, event: BackwardEvent) -> Cause | None:
     what = "the model's output is finite; the loss computation turned it into NaN/Inf"
     fwd = forwards[-1].site if forwards else None
     return Cause("nonfinite-loss", line, what, site, evidence, fwd)
+
+
+def crash_cause(doc: Reporter, site: Site) -> Cause | None:
+    """The first cause of a NaN/Inf that made an operation raise before any loss was
+    backwarded (``binary_cross_entropy`` given NaN probabilities raises "all elements of
+    input should be between 0 and 1"): the data, or the first non-finite operation of
+    this step's forwards, replayed. ``site`` is the line that raised."""
+    bad = _bad_batch(doc, site)
+    if bad is not None:
+        return bad
+    evidence: dict[str, Any] = {"step": doc.steps + 1}
+    forwards = [r for r in doc.step_forwards if _float_param_device(r.module) is not None]
+    for record in forwards:
+        cause = _in_forward(doc, record, site, evidence)
+        if cause is not None:
+            return cause
+    return None
+
+
+def _bad_batch(doc: Reporter, site: Site) -> Cause | None:
+    """The last batch a DataLoader gave, when it holds NaN/Inf: pointed at the line
+    that makes the NaN (the dataset's transform) when it can be found, else at the loop
+    that got the batch."""
+    batch = doc.last_batch
+    if batch is None or _finite(_float_tensors(batch.batch)):
+        return None
+    what = f"batch {batch.index} of this pass over the DataLoader holds NaN/Inf"
+    made = data_origin(doc, batch.loader)
+    if made is not None:
+        what += "; it is made here, in the data pipeline"
+    return Cause("nonfinite-input", made or batch.site or site, what, site,
+                 {"batch_index": batch.index}, fetched=batch.site)  # fmt: skip
 
 
 def _in_forward(

@@ -6,6 +6,7 @@ import torch
 
 from trainwell.doctor.events import CLASSIFICATION_LOSSES, LossEvent, Reporter
 from trainwell.doctor.findings import Finding
+from trainwell.doctor.head import head_site
 from trainwell.doctor.labels import label_origin, labels_out_of_range
 
 
@@ -38,13 +39,22 @@ class LabelOutOfRangeProbe:
         bad = labels_out_of_range(event)
         if bad is None:
             return
-        # 1-based labels are fixed where they are made; other ranges at the loss (the
-        # head's size, the loss's kind). (Before .site, which lets the frames go.)
+        # 1-based labels are fixed where they are made; a head too small where its size
+        # is set; other ranges at the loss (the loss's kind). (Before .site, which lets
+        # the frames go.)
         made = label_origin(event, doc.last_batch) if bad.one_based else None
         site = event.site
         if site is None:
             return
-        related = [{"file": site.file, "line": site.line, "what": "the loss"}] if made else []
+        related = [{"file": site.file, "line": site.line, "what": "the loss"}]
+        if made is None and bad.classes:
+            models = [r.module for r in reversed(doc.step_forwards)] + doc.models()
+            files = [site.file] + [r.file for r in doc.step_forwards]
+            head = head_site(models, bad.classes, files)
+            if head is not None:
+                made, origin = head
+                related += origin
+        related = related if made else []
         doc.add(
             Finding(
                 code="label-out-of-range",

@@ -9,6 +9,8 @@ from torch import nn
 
 from trainwell.doctor.events import Reporter, ScalerEvent, StepEvent
 from trainwell.doctor.findings import Finding
+from trainwell.doctor.sites import user_frame
+from trainwell.doctor.uncleared import describe, wording, zeroed_by
 
 SLICE = 256  # gradient elements compared: enough to tell, cheap to copy
 
@@ -46,7 +48,10 @@ class MissingZeroGradProbe:
     clears at each step; a GAN's generator backward that passes through the
     discriminator is cleared before the discriminator steps). ``step(closure)`` (LBFGS:
     the manual-update probe looks inside the closure) and steps under a GradScaler (it
-    rescales the gradients in place) are left alone.
+    rescales the gradients in place) are left alone. The finding names the optimizer and
+    the model whose parameters pile up; when the script zeroes other optimizers (a GAN's
+    ``reset_grad()`` that forgets one), it points at that ``zero_grad()``: the fix goes
+    beside it.
     """
 
     CHECK = 12  # steps of each optimizer looked at
@@ -55,6 +60,11 @@ class MissingZeroGradProbe:
     def __init__(self) -> None:
         self.state: dict[int, dict[str, Any]] = {}
         self.scaled: set[int] = set()
+        self.zeroed: dict[int, Any] = {}  # id(optimizer) -> (its name, its zero_grad's line)
+
+    def on_zero_grad(self, doc: Reporter, optimizer: Any) -> None:
+        if id(optimizer) not in self.zeroed:  # once per optimizer: a stack walk
+            self.zeroed[id(optimizer)] = zeroed_by(optimizer)
 
     def _state(self, optimizer: Any) -> dict[str, Any]:
         st = self.state.get(id(optimizer))
@@ -120,27 +130,33 @@ class MissingZeroGradProbe:
             st["watch"] = None
         if doc is not None and all(s["off"] for s in self.state.values()):
             # Every optimizer seen is judged: later steps cost nothing.
-            doc.unsubscribe(self, "on_pre_step", "on_step", "on_scaler_step")
+            doc.unsubscribe(self, "on_pre_step", "on_step", "on_scaler_step", "on_zero_grad")
 
     def _missing(self, doc: Reporter, event: StepEvent, st: dict[str, Any]) -> None:
+        param = st["watch"].param if st["watch"] is not None else None
         self._stop(st, doc)
+        frame = user_frame()
         site = event.site
         if site is None:
             return
+        who = describe(doc, event.optimizer, param, frame, self.zeroed, site)
+        message, fix = wording(who)
+        line = who.site or site
+        what = f"{who.optimizer}.step()" if who.optimizer else "the optimizer's step"
+        related = [{"file": site.file, "line": site.line, "what": what}] if who.site else []
         doc.add(
             Finding(
                 code="missing-zero-grad",
                 severity="error",
-                file=site.file,
-                line=site.line,
-                message="gradients are never cleared: each optimizer step applies the sum of "
-                "every gradient so far, not this batch's",
+                file=line.file,
+                line=line.line,
+                message=message,
                 why="PyTorch adds new gradients into .grad; without zero_grad the update "
                 "grows step by step and the model stops learning (or diverges)",
-                fix="call optimizer.zero_grad() once per step (before the backward, or "
-                "right after this step); to accumulate on purpose, zero every N batches "
-                "and step every N",
-                evidence={"steps_observed": st["steps"] + 1},
+                fix=fix,
+                related=related,
+                evidence={"steps_observed": st["steps"] + 1, "optimizer": who.optimizer,
+                          "model": who.model, "cleared": who.cleared},  # fmt: skip
             )
         )
 

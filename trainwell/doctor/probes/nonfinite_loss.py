@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
-from trainwell.doctor.events import BackwardEvent, Reporter
+import weakref
+from typing import Any
+
+from trainwell.doctor.events import BackwardEvent, CreatedEvent, Reporter
 from trainwell.doctor.findings import Finding
+from trainwell.doctor.learning_rate import lr_related
 from trainwell.doctor.nonfinite_cause import Cause, first_cause
 
 
@@ -15,24 +19,43 @@ class NonFiniteLossProbe:
 
     The first cause alone is reported, by the probe it belongs to (bad data:
     ``nonfinite-input``; weights made NaN by an earlier update: ``nonfinite-grad``):
-    everything after it is its consequence.
+    everything after it is its consequence. A divergence relates where the learning
+    rate is set (the optimizer's construction, and the value's own line).
     """
 
+    def __init__(self) -> None:
+        self.optimizers: list[tuple[Any, Any]] = []  # (weak ref, where it was built)
+
+    def on_optimizer_created(self, doc: Reporter, event: CreatedEvent) -> None:
+        self.optimizers.append((weakref.ref(event.obj), event.site))
+
     def on_nonfinite_loss(self, doc: Reporter, event: BackwardEvent) -> None:
-        doc.unsubscribe(self, "on_nonfinite_loss")  # the first one says it all
+        doc.unsubscribe(self, "on_nonfinite_loss", "on_optimizer_created")  # the first says it
         cause = first_cause(doc, event)
-        if cause is not None and cause.code == "nonfinite-loss":
-            doc.add(_finding(cause, _trend(list(doc.recent_losses))))
+        if cause is None or cause.code != "nonfinite-loss":
+            return
+        trend = _trend(list(doc.recent_losses))
+        finding = _finding(cause, trend)
+        if trend:
+            optimizers = [(ref(), site) for ref, site in self.optimizers]
+            models = [r.module for r in doc.step_forwards]
+            related, lr = lr_related([(o, s) for o, s in optimizers if o is not None], models)
+            finding.related += related
+            if lr:
+                finding.fix = finding.fix.replace("lower the learning rate",
+                                                  f"lower the learning rate ({lr})", 1)
+        doc.add(finding)
 
 
 def _trend(losses: list[float]) -> str:
-    """A divergence, said in words, when the losses before the NaN rose tenfold.
+    """A divergence, said in words, when the (three or more) losses before the NaN rose
+    tenfold.
 
     Example:
         >>> _trend([0.5, 0.7, 2.0, 9.0, 40.0])[:35]
         'the loss rose from 0.5 to 40 over t'
     """
-    if len(losses) >= 5 and losses[-1] > 10 * max(min(losses), 1e-8) and losses[-1] > 1:
+    if len(losses) >= 3 and losses[-1] > 10 * max(min(losses), 1e-8) and losses[-1] > 1:
         return (f"the loss rose from {min(losses):.3g} to {losses[-1]:.3g} over the last "
                 f"{len(losses)} steps before it: the training diverged")  # fmt: skip
     return ""

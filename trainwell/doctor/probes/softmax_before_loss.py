@@ -34,7 +34,9 @@ def _producer(t: torch.Tensor) -> str:
 class SoftmaxBeforeLossProbe:
     """``softmax-before-loss``: ``cross_entropy`` / ``nll_loss`` given the output of a
     softmax, ``binary_cross_entropy_with_logits`` the output of a sigmoid, through
-    copies, views, indexing and slicing. The first ``ALWAYS`` calls are looked at."""
+    copies, views, indexing and slicing. The first ``ALWAYS`` calls with a graph are
+    looked at: an evaluation under ``no_grad`` first (nanoGPT's ``estimate_loss`` runs
+    hundreds of losses before the first step) tells nothing, and does not count."""
 
     ALWAYS = 64
 
@@ -42,11 +44,11 @@ class SoftmaxBeforeLossProbe:
         self.calls = 0
 
     def on_loss(self, doc: Reporter, event: LossEvent) -> None:
+        if not isinstance(event.input, torch.Tensor) or event.input.grad_fn is None:
+            return  # no graph (no_grad, or not the model's output): the producer is unknown
         self.calls += 1
         if self.calls > self.ALWAYS:
             doc.unsubscribe(self, "on_loss")  # the wiring is the same every step
-            return
-        if not isinstance(event.input, torch.Tensor):
             return
         made_by = _producer(event.input)
         if event.name in ("cross_entropy", "nll_loss") and made_by.startswith("SoftmaxBackward"):

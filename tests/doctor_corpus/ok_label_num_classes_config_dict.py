@@ -1,0 +1,31 @@
+# A tabular classifier configured from a dict whose "num_classes" (10) matches the data.
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+config = {
+    "in_features": 20,
+    "hidden": 64,
+    "num_classes": 10,
+    "lr": 1e-3,
+    "batch_size": 50,
+}
+
+torch.manual_seed(0)
+X = torch.randn(500, config["in_features"])
+y = torch.randint(0, 10, (500,))
+loader = DataLoader(TensorDataset(X, y), batch_size=config["batch_size"], shuffle=True)
+model = nn.Sequential(
+    nn.Linear(config["in_features"], config["hidden"]),
+    nn.ReLU(),
+    nn.Dropout(0.1),
+    nn.Linear(config["hidden"], config["num_classes"]),
+)
+optimizer = torch.optim.Adam(model.parameters(), lr=config["lr"])
+loss_fn = nn.CrossEntropyLoss()
+for epoch in range(3):
+    for xb, yb in loader:
+        optimizer.zero_grad()
+        loss = loss_fn(model(xb), yb)
+        loss.backward()
+        optimizer.step()
