@@ -168,8 +168,10 @@ MUTATIONS = [
       ("        loss = loss_fn(y_pred, y_batch)\n", "        loss = loss_fn(y_pred, y_batch)  # expect: loss-broadcast\n")),
     m("regression_lr_far_too_high", "ok_tabular_regression",
       ("optimizer = optim.Adam(model.parameters(), lr=0.005)\n",
-       "optimizer = optim.SGD(model.parameters(), lr=1.0)  # expect-alt: nonfinite-loss\n"),
+       "optimizer = optim.SGD(model.parameters(), lr=1.0)  # expect-related: nonfinite-loss\n"),
       ("        loss = loss_fn(y_pred, y_batch)\n", "        loss = loss_fn(y_pred, y_batch)  # expect: nonfinite-loss\n"),
+      ("        loss.backward()\n        optimizer.step()\n    model.eval()\n",
+       "        loss.backward()  # expect-alt: nonfinite-loss\n        optimizer.step()\n    model.eval()\n"),
       crash=True),  # the NaN validation loss never improves: best_weights stays None
     # --- DQN
     m("dqn_no_zero_grad", "ok_dqn_tutorial",
