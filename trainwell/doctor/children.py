@@ -199,7 +199,11 @@ def spawn_main(*args: Any, **kwargs: Any) -> None:
     first, then ``multiprocessing``'s own ``spawn_main``."""
     if sys.path and sys.path[0] == _ROOT:
         del sys.path[0]  # put there only to import this module; the parent's path follows
-    _register_hook()
+    # A spawned process skips the after-fork hooks (SpawnProcess._after_fork does
+    # nothing: "process is spawned"); in this fresh interpreter it runs this one.
+    from multiprocessing import context
+
+    context.SpawnProcess._after_fork = staticmethod(lambda: _after_fork(None))
     mp_spawn.spawn_main(*args, **kwargs)
 
 
