@@ -16,6 +16,8 @@ import pytest
 
 from tests.conftest import REPO
 
+pytestmark = pytest.mark.slow  # real processes, several seconds each
+
 # Hogwild (pytorch/examples mnist_hogwild): a shared model trained by N processes.
 HOGWILD = """
 import sys

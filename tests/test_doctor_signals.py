@@ -18,6 +18,8 @@ import pytest
 
 from tests.conftest import REPO
 
+pytestmark = pytest.mark.slow  # real processes, several seconds each
+
 HEAD = """
 import sys, time
 from pathlib import Path
