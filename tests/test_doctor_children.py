@@ -106,7 +106,7 @@ def _bad(report: dict) -> set[tuple[str, int]]:
             if f["severity"] in ("warning", "error")}  # fmt: skip
 
 
-@pytest.mark.parametrize("method", ["fork", "spawn"])
+@pytest.mark.parametrize("method", ["fork", "spawn", "forkserver"])
 def test_hogwild_children_keeping_their_losses_are_found(tmp_path, method):
     code, stderr, report = _doctor(tmp_path, HOGWILD, method)
     assert code == 0, stderr
@@ -142,6 +142,32 @@ def test_a_ddp_trainer_launched_by_mp_spawn_is_watched_and_its_twin_is_clean(tmp
     code, stderr, report = _doctor(tmp_path, DDP_SPAWN)
     assert code == 0 and _bad(report) == set(), stderr
     assert report["steps"] == 24
+
+
+def test_a_crash_in_an_mp_spawn_child_is_explained_there_once(tmp_path):
+    source = """
+    import torch
+    import torch.multiprocessing as mp
+    from torch import nn
+
+    def train(rank):
+        model = nn.Linear(8, 3)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for step in range(5):
+            x = torch.randn(16, 8)
+            y = torch.randint(1, 4, (16,))  # 1-based labels for 3 classes
+            opt.zero_grad()
+            nn.functional.cross_entropy(model(x), y).backward()
+            opt.step()
+
+    if __name__ == "__main__":
+        mp.spawn(train, nprocs=2)
+    """
+    code, stderr, report = _doctor(tmp_path, source)
+    assert code == 1  # mp.spawn raised in the parent, as under python
+    # Explained by the children at the labels' line; not again from the parent's copy
+    # of the child's traceback at the mp.spawn line.
+    assert _bad(report) == {("label-out-of-range", _line(source, "1-based labels"))}, stderr
 
 
 def test_a_child_that_never_reports_is_said_to_be_unwatched(tmp_path):

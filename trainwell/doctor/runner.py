@@ -114,7 +114,8 @@ def _execute(doc: Doctor, path: Path, extras: Extras) -> Outcome:
             _print_user_traceback(exc)
             if extras.memory is not None and _is_oom(exc):
                 extras.memory.at_oom()
-            explain(doc, exc)  # an out-of-memory, a backward through a freed graph
+            if not _raised_in_a_child(exc):  # mp.spawn's: the child explained it there
+                explain(doc, exc)  # an out-of-memory, a backward through a freed graph
             outcome.code = 1
     if outcome.signum is None and signals.signum is not None:
         outcome.signum = signals.signum  # the script caught the interrupt and went on
@@ -218,6 +219,14 @@ def _exit_code(code: object) -> int:
     if isinstance(code, int):
         return code
     return 0 if code is None else 1
+
+
+def _raised_in_a_child(exc: BaseException) -> bool:
+    """mp.spawn's ProcessRaisedException / ProcessExitedException: the child's error,
+    whose text quotes the child's traceback (the child's doctor explained it)."""
+    spawn = sys.modules.get("torch.multiprocessing.spawn")
+    kinds = tuple(getattr(spawn, n) for n in ("ProcessException",) if hasattr(spawn, n))
+    return bool(kinds) and isinstance(exc, kinds)
 
 
 def _is_oom(exc: BaseException) -> bool:
