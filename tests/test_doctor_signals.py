@@ -123,7 +123,9 @@ for i, (x, y) in enumerate(DataLoader(Slow(), batch_size=20, num_workers=1)):
 )
 
 
-def _run_and_signal(tmp_path: Path, source: str, sig: int) -> tuple[int, str, dict, str]:
+def _run_and_signal(
+    tmp_path: Path, source: str, sig: int, group: bool = False
+) -> tuple[int, str, dict, str]:
     script = tmp_path / "train.py"
     script.write_text(textwrap.dedent(source))
     marker, out = tmp_path / "marker", tmp_path / "out.json"
@@ -134,6 +136,7 @@ def _run_and_signal(tmp_path: Path, source: str, sig: int) -> tuple[int, str, di
         cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         # SIGINT must not be inherited as ignored (a background job's): Python's default.
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        start_new_session=group,  # its own process group, as a terminal's job
     )  # fmt: skip
     deadline = time.monotonic() + 120
     while not marker.exists():
@@ -142,7 +145,10 @@ def _run_and_signal(tmp_path: Path, source: str, sig: int) -> tuple[int, str, di
             pytest.fail("the script ended or hung before training: " + proc.communicate()[1])
         time.sleep(0.1)
     time.sleep(0.3)
-    proc.send_signal(sig)
+    if group:
+        os.killpg(proc.pid, sig)  # what Ctrl-C in a terminal does
+    else:
+        proc.send_signal(sig)
     try:
         stdout, stderr = proc.communicate(timeout=60)
     except subprocess.TimeoutExpired:
@@ -199,3 +205,45 @@ def test_a_script_stuck_in_a_dataloader_wait_is_reported(tmp_path):
     assert code == 143, stderr
     assert ("graph-retained", _line(LOADER_HANG, "losses.append")) in _codes(report), stderr
     assert report["steps"] >= 9
+
+
+# Hogwild children that never end; Ctrl-C in a terminal reaches the whole group.
+CHILDREN_FOREVER = (
+    HEAD
+    + """
+import torch.multiprocessing as mp
+
+def train(rank, model, marker):
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    kept = []
+    step = 0
+    while True:
+        x = torch.randn(16, 8)
+        opt.zero_grad()
+        loss = nn.functional.cross_entropy(model(x), (x[:, 0] > 0).long())
+        loss.backward()
+        opt.step()
+        kept.append(loss)
+        step += 1
+        if step == 12 and rank == 0:
+            marker.write_text("trained")
+
+if __name__ == "__main__":
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 2))
+    model.share_memory()
+    procs = [mp.Process(target=train, args=(r, model, marker)) for r in range(2)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join()
+"""
+)
+
+
+def test_ctrl_c_to_the_group_stops_forked_trainers_and_merges_their_findings(tmp_path):
+    code, stderr, report, _ = _run_and_signal(tmp_path, CHILDREN_FOREVER, signal.SIGINT,
+                                              group=True)  # fmt: skip
+    assert code == 130, stderr
+    line = _line(CHILDREN_FOREVER, "kept.append(loss)")
+    assert ("graph-retained", line) in _codes(report), stderr
+    assert len(report["children"]) == 2 and report["steps"] >= 12

@@ -69,6 +69,8 @@ class ChildWatch:
         ([], [])
     """
 
+    WAIT_S = 10.0  # for children still writing their report (after a Ctrl-C to all)
+
     def __init__(self, doc: Any, max_steps: int | None = None) -> None:
         self.doc, self.max_steps = doc, max_steps
         self.results: list[dict[str, Any]] = []  # one per child that reported
@@ -99,6 +101,7 @@ class ChildWatch:
             else:
                 os.environ[key] = value
         if self._dir is not None:
+            _wait_for_children(self.WAIT_S)
             self.results, self.unreported = _collect(self._dir)
 
     def merge_into(self, doc: Any) -> None:
@@ -297,6 +300,17 @@ def _write(path: Path, data: dict[str, Any]) -> None:
     with contextlib.suppress(OSError):  # the parent went away: nobody to report to
         tmp.write_text(json.dumps(data))
         os.replace(tmp, path)
+
+
+def _wait_for_children(seconds: float) -> None:
+    """Join the children still running, for a while: Python joins them at exit anyway
+    (non-daemonic ones), and one stopped by the same Ctrl-C is writing its report now."""
+    import time
+
+    deadline = time.monotonic() + seconds
+    for child in multiprocessing.active_children():
+        if not child.daemon:  # DataLoader workers are daemons: not training
+            child.join(max(0.0, deadline - time.monotonic()))
 
 
 def _collect(folder: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
