@@ -82,14 +82,10 @@ class GraphRetainedEvalProbe:
         self.counts.forget(seen)
 
     def _leaks(self, counts: list[int]) -> bool:
-        start = next((i for i, c in enumerate(counts) if c), None)
-        if start is None:
+        if len(counts) > 1 and counts[-1] < counts[-2]:
+            del counts[:-1]  # emptied (a list cleared every epoch): start over from here
             return False
-        tail = counts[start:]
-        if any(b < a for a, b in zip(tail, tail[1:])):
-            counts[:] = counts[-1:]  # emptied: start over from here
-            return False
-        return sum(b > a for a, b in zip(tail, tail[1:])) >= self.RISES
+        return sum(b > a for a, b in zip(counts, counts[1:])) >= self.RISES
 
     def _report(self, doc: Reporter, holder: Any, count: int) -> None:
         site = _store_site(holder, True)
