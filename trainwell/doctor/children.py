@@ -41,7 +41,10 @@ from trainwell.doctor.frame import Doctor
 ENV_DIR = "TRAINWELL_DOCTOR_CHILDREN"  # the folder children report into
 ENV_MAX_STEPS = "TRAINWELL_DOCTOR_CHILD_MAX_STEPS"
 _ROOT = str(Path(__file__).resolve().parents[2])  # the folder that holds trainwell/
-_WORKER_LOOP = "torch.utils.data._utils.worker._worker_loop"
+# Children that load or map data, not train: DataLoader, Pool and ProcessPoolExecutor
+# workers (a doctor there would only cost their start-up).
+_WORKERS = ("torch.utils.data._utils.worker._worker_loop", "multiprocessing.pool.worker",
+            "concurrent.futures.process._process_worker")  # fmt: skip
 
 
 class _State:
@@ -107,6 +110,7 @@ class ChildWatch:
     def merge_into(self, doc: Any) -> None:
         """Add the children's findings to ``doc``, each saying which processes saw it."""
         merged: dict[tuple[str, str, int], Finding] = {f.key: f for f in doc.findings}
+        own = set(merged)  # found in this process too
         for result in self.results:
             for data in result["findings"]:
                 finding = Finding(**data)
@@ -115,6 +119,8 @@ class ChildWatch:
                     known = merged[finding.key] = finding
                     finding.evidence = {**finding.evidence, "processes": []}
                     doc.add(finding)
+                if known.key in own and "processes" not in known.evidence:
+                    known.evidence["processes"] = ["the main process"]
                 known.evidence.setdefault("processes", []).append(result["label"])
             doc.errors.extend(f"{result['label']}: {e}" for e in result["errors"])
         for finding in merged.values():
@@ -131,10 +137,13 @@ class ChildWatch:
         if not self.results and not self.unreported:
             return None
         parts = []
-        if self.results:
-            each = ", ".join(f"{r['label']}: {r['steps']}" for r in self.results)
-            parts.append(f"{self.steps} optimizer steps in {len(self.results)} child "
+        trained = [r for r in self.results if r["steps"] or r["findings"]]
+        if trained:
+            each = ", ".join(f"{r['label']}: {r['steps']}" for r in trained)
+            parts.append(f"{self.steps} optimizer steps in {len(trained)} child "
                          f"process(es), watched ({each})")  # fmt: skip
+        if len(trained) < len(self.results):
+            parts.append(f"{len(self.results) - len(trained)} more ran no optimizer step")
         if self.unreported:
             names = ", ".join(u["label"] for u in self.unreported)
             parts.append(
@@ -216,7 +225,7 @@ def _after_fork(_: Any) -> None:
     proc = multiprocessing.current_process()
     target = getattr(proc, "_target", None)
     name = f"{getattr(target, '__module__', '')}.{getattr(target, '__qualname__', '')}"
-    if not folder or name == _WORKER_LOOP:
+    if not folder or name in _WORKERS:
         return
     if _State.doc is not None:
         _State.doc.uninstall()  # the parent's, inherited by fork: its steps are not ours
