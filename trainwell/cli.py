@@ -115,6 +115,25 @@ def _parser() -> argparse.ArgumentParser:
         help="train on the script's first batch over and over and report whether the loss "
         "goes to near zero",
     )
+    doctor.add_argument(
+        "--memory",
+        action="store_true",
+        help="memory at every optimizer step (CUDA allocated/reserved/peak; RSS and live "
+        "tensor bytes) as memory.csv and memory.png, with torch.cuda.memory_summary() at "
+        "the peak and at an out-of-memory error",
+    )
+    doctor.add_argument(
+        "--profile",
+        action="store_true",
+        help="torch.profiler over 5 optimizer steps after 3: the heaviest operators, "
+        "profile/trace.json and profile/profile_ops.csv",
+    )
+    doctor.add_argument(
+        "--out",
+        metavar="DIR",
+        help="folder for the files of --memory and --profile (default: the folder of "
+        "--json, else ./trainwell-doctor)",
+    )
     doctor.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="")
     doctor.add_argument("script", metavar="SCRIPT")
     doctor.add_argument("script_args", nargs=argparse.REMAINDER, metavar="ARGS")
@@ -180,8 +199,9 @@ def _dispatch(args: argparse.Namespace) -> int:
         from trainwell.doctor.runner import run_script
 
         return run_script(
-            args.script, args.script_args, args.max_steps, args.json, overfit=args.overfit
-        )
+            args.script, args.script_args, args.max_steps, args.json, overfit=args.overfit,
+            memory=args.memory, profile=args.profile, out_dir=args.out,
+        )  # fmt: skip
     verbs = {"train": _train, "env": _env, "lr-find": _lr_find}
     if args.command in verbs:
         return verbs[args.command](args)

@@ -7,7 +7,6 @@ explanation is a finding that points into the user's code.
 
 from __future__ import annotations
 
-import gc
 import re
 import types
 from typing import Any
@@ -29,6 +28,7 @@ from trainwell.doctor.detached import NO_GRAD_FN, explain_detached
 from trainwell.doctor.findings import Finding
 from trainwell.doctor.head import head_for_label
 from trainwell.doctor.nonfinite_crash import explain_nan_crash, is_nan_crash
+from trainwell.doctor.oom import explain_oom
 from trainwell.doctor.sites import Site, is_user_file
 
 OOM_MARKERS = ("out of memory", "can't allocate memory", "CUDA error: out of memory")
@@ -51,7 +51,7 @@ def explain(doc: Watched, exc: BaseException) -> None:
         return
     text = str(exc)
     if isinstance(exc, torch.OutOfMemoryError) or any(m in text for m in OOM_MARKERS):
-        doc.add(_oom(frame, text))
+        doc.add(explain_oom(frame, text))
     elif LABEL_MARKER.search(text):
         if any(f.code == "label-out-of-range" for f in doc.findings):
             return  # the labels probe saw them before PyTorch raised
@@ -81,47 +81,6 @@ def _innermost_user_frame(tb: types.TracebackType | None) -> types.FrameType | N
             frame = tb.tb_frame
         tb = tb.tb_next
     return frame
-
-
-def _oom(frame: types.FrameType, text: str) -> Finding:
-    """The largest live tensors, named by the user's variables that hold them."""
-    names = _names_in_scope(frame)
-    tensors = []
-    for obj in gc.get_objects():
-        # type(), not isinstance: isinstance asks an object's __class__, and some
-        # (torch.distributed.reduce_op) warn when asked.
-        cls = type(obj)
-        if issubclass(cls, torch.Tensor) and not issubclass(cls, torch.nn.Parameter):
-            try:
-                size = obj.untyped_storage().nbytes()
-            except (RuntimeError, NotImplementedError):
-                continue
-            tensors.append((size, obj))
-    tensors.sort(key=lambda t: -t[0])
-    largest = [
-        {
-            "bytes": size,
-            "shape": list(t.shape),
-            "device": str(t.device),
-            "held_by": names.get(id(t), "unnamed (inside a container or the autograd graph)"),
-            "has_graph": t.grad_fn is not None,
-        }
-        for size, t in tensors[:5]
-    ]
-    params = sum(p.numel() * p.element_size() for p in _parameters(frame))
-    return Finding(
-        code="oom",
-        severity="error",
-        file=frame.f_code.co_filename,
-        line=frame.f_lineno,
-        message="out of memory here: " + " ".join(text.split())[:200],
-        why="the step needed more memory than the device has; the largest live tensors and "
-        "their holders are in the evidence",
-        fix="lower the batch size (keep the global batch with gradient accumulation), use "
-        "mixed precision (bf16/fp16), activation checkpointing, run evaluation under "
-        "torch.no_grad(), and do not keep tensors with graphs across steps",
-        evidence={"largest_tensors": largest, "parameter_bytes": params},
-    )
 
 
 def _label_crash(doc: Watched, frame: types.FrameType, text: str) -> Finding:
@@ -210,29 +169,6 @@ def _device_of(obj: Any) -> str | None:
     if not devices:
         return None
     return devices.pop() if len(devices) == 1 else "/".join(sorted(devices))
-
-
-def _names_in_scope(frame: types.FrameType) -> dict[int, str]:
-    names: dict[int, str] = {}
-    f: types.FrameType | None = frame
-    while f is not None:
-        if is_user_file(f.f_code.co_filename):
-            for scope in (f.f_locals, f.f_globals):
-                for name, value in scope.items():
-                    if isinstance(value, torch.Tensor):
-                        names.setdefault(id(value), name)
-        f = f.f_back
-    return names
-
-
-def _parameters(frame: types.FrameType) -> list[torch.nn.Parameter]:
-    seen: dict[int, torch.nn.Parameter] = {}
-    for scope in (frame.f_locals, frame.f_globals):
-        for value in scope.values():
-            if isinstance(value, torch.nn.Module):
-                for p in value.parameters():
-                    seen[id(p)] = p
-    return list(seen.values())
 
 
 def _second_backward(doc: Watched, frame: types.FrameType) -> Finding | None:

@@ -11,6 +11,7 @@ from trainwell.doctor.probes.data_bottleneck import DataBottleneckProbe
 from trainwell.doctor.probes.eval_builds_graph import EvalBuildsGraphProbe
 from trainwell.doctor.probes.eval_mode_in_train import EvalModeInTrainProbe
 from trainwell.doctor.probes.graph_retained import GraphRetainedProbe
+from trainwell.doctor.probes.graph_retained_eval import GraphRetainedEvalProbe
 from trainwell.doctor.probes.label_out_of_range import LabelOutOfRangeProbe
 from trainwell.doctor.probes.loss_at_init import LossAtInitProbe
 from trainwell.doctor.probes.loss_broadcast import LossBroadcastProbe
@@ -40,6 +41,7 @@ def default_probes() -> list[Any]:
         RetainGraphProbe(),
         EvalBuildsGraphProbe(),
         GraphRetainedProbe(),
+        GraphRetainedEvalProbe(),
         TensorAccumulationProbe(),
         AllocatorFragmentationProbe(),
         NonFiniteLossProbe(),

@@ -2,25 +2,56 @@
 
 The script runs as ``python SCRIPT ARGS`` would (``__main__``, ``sys.argv``, its folder
 on ``sys.path``); its output and exit code pass through. It can be stopped after N
-optimizer steps. A script that crashes still gets its report.
+optimizer steps. A script that crashes, or is stopped by SIGINT / SIGTERM, still gets its
+report; training in ``multiprocessing`` children is watched there and merged in.
 """
 
 from __future__ import annotations
 
 import os
 import runpy
+import signal
 import sys
 import traceback
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from trainwell.doctor.crash import explain
+import torch
+
+from trainwell.doctor.children import ChildWatch
+from trainwell.doctor.crash import OOM_MARKERS, explain
 from trainwell.doctor.events import StopTraining
 from trainwell.doctor.findings import to_json
 from trainwell.doctor.frame import Doctor
+from trainwell.doctor.interrupt import SignalWatch, Terminated
 from trainwell.doctor.overfit import OverfitCheck
 from trainwell.doctor.registry import default_probes
+from trainwell.doctor.sites import is_user_file
 from trainwell.doctor.summary import report_text
 from trainwell.errors import UserError
+
+
+@dataclass
+class Extras:
+    """What ``--overfit``, ``--memory`` and ``--profile`` add to a run (none: nothing)."""
+
+    overfit: OverfitCheck | None = None
+    memory: Any = None  # a MemorySeries
+    profile: Any = None  # a ScriptProfile
+
+    def probes(self) -> list[Any]:
+        return [p for p in (self.overfit, self.memory, self.profile) if p is not None]
+
+
+@dataclass
+class Outcome:
+    """How the script ended: its exit code, cut at --max-steps, stopped by a signal."""
+
+    code: int = 0
+    stopped: bool = False
+    signum: int | None = None
+    where: str = ""  # the user's line that was running when the signal came
 
 
 def run_script(
@@ -29,52 +60,94 @@ def run_script(
     max_steps: int | None = None,
     json_path: str | None = None,
     overfit: bool = False,
+    memory: bool = False,
+    profile: bool = False,
+    out_dir: str | None = None,
 ) -> int:
     """Run ``script`` under the doctor, print the report; return the script's exit code.
 
     With ``overfit``, every batch of the script's training DataLoader is replaced by its
     first batch, and the report ends with whether the loss went to near zero (the
-    check that tells a data bug from a model bug).
+    check that tells a data bug from a model bug). With ``memory`` / ``profile``, the
+    memory series / the profiler's files go to ``out_dir`` (default: the folder of
+    ``json_path``, else ``trainwell-doctor/``). SIGINT and SIGTERM stop the script and
+    the report still comes; the code is then 128 + the signal number.
     """
     path = Path(script)
     _check_args(path, max_steps, json_path)
+    extras = _extras(overfit, memory, profile, out_dir, json_path)
+    doc = Doctor(probes=default_probes() + extras.probes(), max_steps=max_steps)
+    if extras.overfit is not None:
+        doc.swap_batch = extras.overfit.swap
     saved_argv, saved_path = sys.argv, list(sys.path)
     sys.argv = [script, *args]
     sys.path.insert(0, str(path.resolve().parent))
-    check = OverfitCheck() if overfit else None
-    doc = Doctor(probes=default_probes() + ([check] if check else []), max_steps=max_steps)
-    if check is not None:
-        doc.swap_batch = check.swap
-    code, stopped = 0, False
-    namespace: dict = {}
     try:
-        with doc:
-            try:
-                # Keep the script's globals until the probes have judged the run (at the
-                # end of the `with`): runpy would free them, models and all, on return.
-                namespace = runpy.run_path(str(path), run_name="__main__")
-            except StopTraining:
-                stopped = True
-            except SystemExit as exc:
-                code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-            except Exception as exc:
-                _print_user_traceback(exc)
-                explain(doc, exc)  # an out-of-memory, a backward through a freed graph
-                code = 1
+        with ChildWatch(doc, max_steps) as children:
+            outcome = _execute(doc, path, extras)
     finally:
         sys.argv, sys.path[:] = saved_argv, saved_path
+    children.merge_into(doc)
+    _report(doc, outcome, children, extras, json_path)
+    return outcome.code
+
+
+def _execute(doc: Doctor, path: Path, extras: Extras) -> Outcome:
+    outcome = Outcome()
+    namespace: dict = {}
+    with SignalWatch() as signals, doc:
+        try:
+            # Keep the script's globals until the probes have judged the run (at the
+            # end of the `with`): runpy would free them, models and all, on return.
+            namespace = runpy.run_path(str(path), run_name="__main__")
+        except StopTraining:
+            outcome.stopped = True
+        except SystemExit as exc:
+            outcome.code = _exit_code(exc.code)
+        except (KeyboardInterrupt, Terminated) as exc:
+            # Ctrl-C / SIGTERM: the step it cut never finished, as after a crash.
+            doc.crashed = True
+            outcome.signum = getattr(exc, "signum", None) or signals.signum or signal.SIGINT
+            outcome.code = 128 + outcome.signum
+            outcome.where = _user_line(exc)
+        except Exception as exc:
+            _print_user_traceback(exc)
+            if extras.memory is not None and _is_oom(exc):
+                extras.memory.at_oom()
+            if not _raised_in_a_child(exc):  # mp.spawn's: the child explained it there
+                explain(doc, exc)  # an out-of-memory, a backward through a freed graph
+            outcome.code = 1
+    if outcome.signum is None and signals.signum is not None:
+        outcome.signum = signals.signum  # the script caught the interrupt and went on
     del namespace
-    print(report_text(doc, stopped), file=sys.stderr)
-    extra = {}
-    if check is not None:
-        extra["overfit"] = verdict = check.verdict()
+    return outcome
+
+
+def _report(
+    doc: Doctor, outcome: Outcome, children: ChildWatch, extras: Extras, json_path: str | None
+) -> None:
+    if outcome.code in (128 + signal.SIGINT, 128 + signal.SIGTERM):
+        name = signal.Signals(outcome.signum or signal.SIGINT).name
+        print(f"trainwell doctor: the script was stopped by {name}{outcome.where}",
+              file=sys.stderr)  # fmt: skip
+    print(report_text(doc, outcome.stopped, children=children.summary(),
+                      child_steps=children.steps), file=sys.stderr)  # fmt: skip
+    extra: dict[str, Any] = {}
+    if extras.overfit is not None:
+        extra["overfit"] = verdict = extras.overfit.verdict()
         print(verdict["message"], file=sys.stderr)
+    for line in _extra_files(extras, extra):
+        print(line, file=sys.stderr)
+    if children.results or children.unreported:
+        extra["children"] = children.to_json()
+    if outcome.signum is not None:
+        extra["interrupted"] = signal.Signals(outcome.signum).name
     if json_path:
         text = to_json(
             doc.findings,
-            steps=doc.steps,
-            stopped_early=stopped,
-            exit_code=code,
+            steps=doc.steps + children.steps,
+            stopped_early=outcome.stopped,
+            exit_code=outcome.code,
             errors=doc.errors,
             **extra,
         )
@@ -82,7 +155,92 @@ def run_script(
             Path(json_path).write_text(text)
         except OSError as exc:  # the folder went away or the disk filled during the run
             raise UserError(f"doctor: --json: cannot write {json_path}: {exc.strerror}") from None
-    return code
+
+
+def _extra_files(extras: Extras, extra: dict[str, Any]) -> list[str]:
+    """Write the memory series and the profile; the lines that say where they are."""
+    lines: list[str] = []
+    if extras.memory is not None:
+        try:
+            files = extras.memory.write()
+        except OSError as exc:
+            raise UserError(f"doctor: --memory: cannot write {extras.memory.out_dir}: "
+                            f"{exc.strerror}") from None  # fmt: skip
+        lines += extras.memory.summary_lines(files)
+        extra["memory"] = {"files": [str(f) for f in files], "steps": len(extras.memory.rows)}
+    if extras.profile is not None:
+        lines += extras.profile.close()
+        prof = extras.profile.profiler
+        extra["profile"] = {"recorded_steps": prof.recorded, "note": prof.note,
+                            "trace": str(prof.trace_path) if prof.ops else None}  # fmt: skip
+    return lines
+
+
+def _extras(
+    overfit: bool, memory: bool, profile: bool, out_dir: str | None, json_path: str | None
+) -> Extras:
+    extras = Extras(overfit=OverfitCheck() if overfit else None)
+    if not (memory or profile):
+        if out_dir is not None:
+            raise UserError("doctor: --out is for the files of --memory and --profile")
+        return extras
+    folder = _out_folder(out_dir, json_path)
+    if memory:
+        from trainwell.doctor.memory_series import MemorySeries
+
+        extras.memory = MemorySeries(folder)
+    if profile:
+        from trainwell.doctor.memory_series import ScriptProfile
+
+        extras.profile = ScriptProfile(folder / "profile")
+    return extras
+
+
+def _out_folder(out_dir: str | None, json_path: str | None) -> Path:
+    """--out, else the folder of --json, else ./trainwell-doctor: checked before the run."""
+    if out_dir is not None:
+        folder = Path(out_dir)
+    elif json_path:
+        folder = Path(json_path).parent
+    else:
+        folder = Path("trainwell-doctor")
+    if folder.exists() and not folder.is_dir():
+        raise UserError(f"doctor: --out {folder} is a file; give a folder")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"doctor: --out {folder} cannot be made: {exc.strerror}") from None
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise UserError(f"doctor: --out {folder} cannot be written (permission denied)")
+    return folder
+
+
+def _exit_code(code: object) -> int:
+    if isinstance(code, int):
+        return code
+    return 0 if code is None else 1
+
+
+def _raised_in_a_child(exc: BaseException) -> bool:
+    """mp.spawn's ProcessRaisedException / ProcessExitedException: the child's error,
+    whose text quotes the child's traceback (the child's doctor explained it)."""
+    spawn = sys.modules.get("torch.multiprocessing.spawn")
+    kinds = tuple(getattr(spawn, n) for n in ("ProcessException",) if hasattr(spawn, n))
+    return bool(kinds) and isinstance(exc, kinds)
+
+
+def _is_oom(exc: BaseException) -> bool:
+    return isinstance(exc, torch.OutOfMemoryError) or any(m in str(exc) for m in OOM_MARKERS)
+
+
+def _user_line(exc: BaseException) -> str:
+    """`` at train.py:42``: the user's innermost line that was running (or nothing)."""
+    tb, where = exc.__traceback__, ""
+    while tb is not None:
+        if is_user_file(tb.tb_frame.f_code.co_filename):
+            where = f" at {tb.tb_frame.f_code.co_filename}:{tb.tb_lineno}"
+        tb = tb.tb_next
+    return where
 
 
 def _print_user_traceback(exc: BaseException) -> None:
