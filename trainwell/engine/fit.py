@@ -35,9 +35,12 @@ from trainwell.engine.distributed import (
     wrap,
 )
 from trainwell.engine.dry_run import dry_run_report
-from trainwell.engine.early_stopping import EarlyStopping, resolve_monitor
+from trainwell.engine.early_stopping import EarlyStopping
+from trainwell.engine.evaluate import Evaluator
 from trainwell.engine.fsdp import is_sharded
 from trainwell.engine.loaders import TrainData, eval_loader
+from trainwell.engine.metric_objects import split_metrics
+from trainwell.engine.monitor import choose_monitor
 from trainwell.engine.optim import build_optimizer, build_scheduler
 from trainwell.engine.overfit_run import overfit_run
 from trainwell.engine.parts import Given, Parts, build_parts
@@ -60,7 +63,7 @@ from trainwell.engine.signals import GracefulStop, Interrupted
 from trainwell.engine.state import LoopState
 from trainwell.engine.step import Stepper
 from trainwell.engine.step_fn import LossFn, StepFn
-from trainwell.engine.trainer import Evaluator, Trainer
+from trainwell.engine.trainer import Trainer
 from trainwell.errors import Diverged, UserError
 from trainwell.loggers import check_extras
 
@@ -211,11 +214,12 @@ def _assemble(
     optimizer = build_optimizer(cfg.optim, model)
     scheduler = build_scheduler(cfg.sched, optimizer, total_steps)
     precision = Precision.build(precision_name, place.device)
-    has_val = parts.splits.val is not None
-    monitor, mode = resolve_monitor(cfg.early_stop, has_val, parts.task.has_accuracy)
+    objects = split_metrics(cfg.train.metrics, parts.task, parts.steps.eval, place)
+    callbacks = build_callbacks(cfg.callbacks, s.given.callbacks)
+    monitor, mode = choose_monitor(cfg.early_stop, parts.task, parts.splits.val is not None,
+                                   objects, callbacks)  # fmt: skip
     stopper = EarlyStopping(monitor, mode, cfg.early_stop.patience, cfg.early_stop.min_delta)
     loop = LoopState(place.device)
-    callbacks = build_callbacks(cfg.callbacks, s.given.callbacks)
     eager = None
     if cfg.train.compile:
         eager, net = net, compile_model(net, cfg.train.compile_mode)
@@ -244,6 +248,7 @@ def _assemble(
             precision,
             place,
             lockstep=place.distributed and is_sharded(model),
+            metrics=objects,
         ),  # fmt: skip
         val_loader=eval_loader(parts.splits.val, parts.loaders, place),
         total_steps=total_steps,
