@@ -270,3 +270,38 @@ class LogsEveryStep:
 
     def on_step_end(self, ctx) -> None:
         ctx.log("train/step_parity", ctx.step % 2)
+
+
+# ---- several processes: the user's own evaluation loaders, a rank-dependent callback -----
+
+
+def loader_splits():
+    """The training set as a Dataset; validation as a user DataLoader whose
+    DistributedSampler pads the last shard (101 samples on 2 ranks: 102), and the test
+    split as a DataLoader that is not sharded at all."""
+    import torch.distributed as dist
+    from torch.utils.data import DataLoader, DistributedSampler
+
+    train, val, test = splits()
+    on = dist.is_available() and dist.is_initialized()
+    world, rank = (dist.get_world_size(), dist.get_rank()) if on else (1, 0)
+    sampler = DistributedSampler(val, num_replicas=world, rank=rank, shuffle=True, seed=1)
+    return {"train": train, "val": DataLoader(val, batch_size=16, sampler=sampler),
+            "test": DataLoader(test, batch_size=8)}  # fmt: skip
+
+
+class RankScore:
+    """Logs a score that differs between ranks: rank 0's is the one that counts."""
+
+    logs = ("val/rank_score",)
+
+    def __init__(self) -> None:
+        self.evals = 0
+
+    def on_eval_end(self, ctx) -> None:
+        import os
+
+        rank = int(os.environ.get("RANK", "0"))
+        values = [0.2, 0.9, 0.5, 0.4, 0.3] if rank == 0 else [0.1, 0.2, 0.3, 0.4, 0.5]
+        ctx.log("val/rank_score", values[min(self.evals, len(values) - 1)])
+        self.evals += 1
