@@ -284,6 +284,7 @@ def test_a_callback_logging_an_engine_metric_stops_the_run_saying_so(tmp_path):
         ("val/f2", [metric("f1", "MacroF1")], r"'val/f2' is not a metric.*val/f1"),
         ("val/acuracy", [], r"'val/acuracy' is not a metric.*val/accuracy, val/loss"),
         ("train/acc", [], r"'train/acc' is not a metric.*train/loss"),
+        ("train/lr", [], r"'train/lr' is not a metric.*train/loss"),
         ("test/loss", [], r"test split is evaluated once, after training"),
         ("val/custom_typo", ["callbacks=[tests.split_metrics_code:LogScore]"],
          r"'val/custom_typo' is not a metric.*val/custom"),

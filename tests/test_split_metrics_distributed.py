@@ -85,3 +85,12 @@ def test_user_loaders_padded_or_unsharded_count_each_sample_once(tmp_path):
     # Rank 0's logged values decide on every rank: best at epoch 2, stopped after epoch 4.
     assert summary["steps"] == 4 * 8 and summary["best"]["value"] == 0.9
     assert summary["best"]["step"] == 16 and "early stop" in summary["stop_reason"]
+
+
+def test_a_bad_monitor_on_two_processes_is_refused_before_any_run_dir(tmp_path):
+    proc = trainwell_cmd("train", "--nproc", "2", *COMMON, f"data.name={CODE}:splits",
+                         "early_stop.monitor=val/f2", "run.dir=run", cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    said = {line for line in proc.stderr.splitlines() if line.startswith("trainwell: error")}
+    assert len(said) == 1 and "'val/f2' is not a metric of this run" in said.pop()
+    assert not (tmp_path / "run").exists()  # the launcher's folder is taken back

@@ -60,6 +60,8 @@ class Context:
         loggers: the run's loggers by name (``"tensorboard"``, ``"mlflow"``, ...), to log
             more (``ctx.loggers["tensorboard"].writer.add_figure(...)``); empty off rank 0.
         val_loader: the validation ``DataLoader`` (``None`` without validation data).
+
+    ``request_stop()`` ends training; ``log(name, value)`` logs a metric of the callback's.
     """
 
     step: int

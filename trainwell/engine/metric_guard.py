@@ -47,7 +47,10 @@ def is_metric_like(obj: Any) -> bool:
     """Has ``update``, ``compute`` and ``reset`` (an instance, not a class)."""
     if isinstance(obj, type):
         return False
-    return all(callable(getattr(obj, m, None)) for m in _METHODS)
+    try:
+        return all(callable(getattr(obj, m, None)) for m in _METHODS)
+    except Exception:  # a proxy whose attributes raise is no metric of the user's
+        return False
 
 
 @contextlib.contextmanager

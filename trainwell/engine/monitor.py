@@ -4,9 +4,9 @@ A monitor that names no metric would keep no ``best.pt`` and never stop early; f
 after a whole epoch, it would leave a failed run behind. So it is checked against every
 name the run can report, known before the first step:
 
-- the step's own metrics on the dry batch (``train/``, and ``val/`` / ``test/`` for the
-  eval step; the loss-built step: ``loss``, and ``accuracy`` for classes), the engine's
-  ``train/lr``, ``train/grad_norm``, ``train/samples_per_s``, ``train/time/*``, ``train/mem/*``;
+- the step's own metrics on the dry batch (``train/`` for the train step's, ``val/`` for
+  the eval step's; the loss-built step: ``loss``, and ``accuracy`` for classes): what an
+  epoch's end reports (``train/lr`` and the machine's figures are logged, not judged);
 - the ``train.metrics`` objects (``val/NAME``, and ``val/NAME/key`` for a mapping result);
 - the names callbacks declare they ``ctx.log`` (``logs = ("val/score",)``).
 
@@ -31,9 +31,6 @@ if TYPE_CHECKING:
     from trainwell.engine.preflight import Task
 
 KEY = "early_stop.monitor"
-# What the loop itself logs under train/ (with the step's own metrics).
-ENGINE_TRAIN = ("lr", "grad_norm", "samples_per_s")
-ENGINE_TRAIN_GROUPS = ("time/", "mem/")
 
 
 @dataclass(frozen=True)
@@ -67,9 +64,8 @@ def known_metrics(
     callbacks: Callbacks,
 ) -> KnownMetrics:
     """Every name the run can report (see the module)."""
-    train = set(task.train_metrics or {"loss"}) | set(ENGINE_TRAIN)
-    names = {f"train/{n}" for n in train}
-    groups = [f"train/{g}" for g in ENGINE_TRAIN_GROUPS]
+    names = {f"train/{n}" for n in task.train_metrics or {"loss"}}
+    groups: list[str] = []
     evaluated = set(task.eval_metrics or ({"loss", "accuracy"} if task.classification
                                            else {"loss"}))  # fmt: skip
     if has_val:  # test/ is never a monitor: its names need not be known
