@@ -138,6 +138,23 @@ def test_torchmetrics_objects_fit_as_they_are(tmp_path):
     assert result.metrics["val/count"] == 101.0 and result.metrics["test/count"] == 37.0
 
 
+def test_metric_objects_handed_to_fit_in_python(tmp_path):
+    train, val, test = code.splits()
+    f1 = code.MergingMacroF1()
+    result = fit(tmp_path, "train.epochs=1", metric("n", "SampleCount"), data=(train, val, test),
+                 metrics={"f1": f1, "count": code.Count()})  # fmt: skip
+    expected = f1_score(test.tensors[1], predict(result.model, test).argmax(1), average="macro")
+    assert result.metrics["test/f1"] == pytest.approx(expected, abs=1e-12) == f1.compute()
+    assert result.metrics["val/n"] == result.metrics["val/count/samples"] == 101.0
+    with pytest.raises(UserError, match="'n' is in train.metrics too"):
+        fit(tmp_path, "train.epochs=1", metric("n", "SampleCount"), name="twice",
+            metrics={"n": code.SampleCount()})  # fmt: skip
+    with pytest.raises(UserError, match="NoCompute has no compute"):
+        fit(tmp_path, "train.epochs=1", name="bad", metrics={"x": code.NoCompute()})
+    with pytest.raises(UserError, match="'a/b' is not a metric name"):
+        fit(tmp_path, "train.epochs=1", name="slash", metrics={"a/b": code.SampleCount()})
+
+
 # ---- the dry step feeds no metric ---------------------------------------------------------
 
 

@@ -90,6 +90,7 @@ def fit(
     step_fn: StepFn | None = None,
     eval_step_fn: StepFn | None = None,
     callbacks: list[Any] | None = None,
+    metrics: dict[str, Any] | None = None,
     resume: str | Path | None = None,
     dry_run: bool = False,
     console: Console | None = None,
@@ -108,6 +109,8 @@ def fit(
         eval_step_fn: the step for evaluation (default: ``step_fn`` without grad).
         callbacks: objects with any of ``on_fit_start``, ``on_step_end``, ``on_eval_end``,
             ``on_checkpoint``, ``on_fit_end`` (after the config's ``callbacks``).
+        metrics: metric objects by name (``update(preds, target)``, ``compute()``,
+            ``reset()``), beside the config's ``train.metrics``: ``val/NAME``, ``test/NAME``.
         resume: ``"auto"`` (the newest usable checkpoint of ``run.dir``, if any) or the
             path of a checkpoint; the run continues exactly where it stopped.
         dry_run: one step on a real batch and one eval batch, then stop; prints shapes
@@ -133,7 +136,7 @@ def fit(
     """
     cfg = config if isinstance(config, Config) else load_config(config)
     given = Given(model, train_data, val_data, test_data, loss_fn, step_fn, eval_step_fn,
-                  callbacks)  # fmt: skip
+                  callbacks, metrics)  # fmt: skip
     place = setup(cfg.run.device, cfg.dist)
     try:
         # Only rank 0 talks; the others would repeat every line.
@@ -214,7 +217,7 @@ def _assemble(
     optimizer = build_optimizer(cfg.optim, model)
     scheduler = build_scheduler(cfg.sched, optimizer, total_steps)
     precision = Precision.build(precision_name, place.device)
-    objects = split_metrics(cfg.train.metrics, parts.task, parts.steps.eval, place)
+    objects = split_metrics(cfg.train.metrics, parts.task, parts.steps.eval, place, s.given.metrics)
     callbacks = build_callbacks(cfg.callbacks, s.given.callbacks)
     monitor, mode = choose_monitor(cfg.early_stop, parts.task, parts.splits.val is not None,
                                    objects, callbacks)  # fmt: skip

@@ -69,10 +69,7 @@ def check_metric_specs(specs: Any) -> None:
         raise UserError(f"{KEY}: expected a mapping NAME: {{name, kwargs}}; got {specs!r}")
     for name, spec in specs.items():
         where = f"{KEY}.{name}"
-        if not isinstance(name, str) or not name or "/" in name or name != name.strip():
-            raise UserError(f"{KEY}: {name!r} is not a metric name (a word, no '/')")
-        if name == "loss":
-            raise UserError(f"{where}: 'loss' is the step's own; name the metric differently")
+        _check_name(name, KEY)
         if isinstance(spec, str):
             spec = {"name": spec}
         if not isinstance(spec, Mapping) or not isinstance(spec.get("name"), str):
@@ -87,6 +84,13 @@ def check_metric_specs(specs: Any) -> None:
             raise UserError(f"{where}.kwargs: expected a mapping; got {spec['kwargs']!r}")
 
 
+def _check_name(name: Any, key: str) -> None:
+    if not isinstance(name, str) or not name or "/" in name or name != name.strip():
+        raise UserError(f"{key}: {name!r} is not a metric name (a word, no '/')")
+    if name == "loss":
+        raise UserError(f"{key}.loss: 'loss' is the step's own; name the metric differently")
+
+
 def build_metric_objects(specs: Mapping[str, Any], device: torch.device) -> dict[str, Any]:
     """The objects ``train.metrics`` names, built with their kwargs, on ``device`` where
     they are modules (torchmetrics'), each checked to have update, compute and reset."""
@@ -98,11 +102,8 @@ def build_metric_objects(specs: Mapping[str, Any], device: torch.device) -> dict
         factory = resolve(spec["name"], where)
         if not callable(factory):
             raise UserError(f"{where}: {spec['name']!r} is a {type(factory).__name__}, not a class")
-        obj = call_with(factory, dict(spec.get("kwargs") or {}), {}, where)
-        missing = [m for m in METHODS if not callable(getattr(obj, m, None))]
-        if missing:
-            raise UserError(f"{where}: {spec['name']} has no {', '.join(missing)}(); a metric "
-                            "object has update(preds, target), compute() and reset()")  # fmt: skip
+        obj = _checked(call_with(factory, dict(spec.get("kwargs") or {}), {}, where), where,
+                       spec["name"])  # fmt: skip
         if isinstance(obj, nn.Module):
             obj = obj.to(device)  # its state must sit where the model's outputs are
         objects[name] = obj
@@ -110,11 +111,16 @@ def build_metric_objects(specs: Mapping[str, Any], device: torch.device) -> dict
 
 
 def split_metrics(
-    specs: Mapping[str, Any], task: Task, eval_step: Any, place: Placement
+    specs: Mapping[str, Any],
+    task: Task,
+    eval_step: Any,
+    place: Placement,
+    given: Mapping[str, Any] | None = None,
 ) -> SplitMetrics | None:
-    """The run's :class:`SplitMetrics` (``None`` without ``train.metrics``), refused up
-    front where evaluation could not feed it or its names clash with the step's."""
-    if not specs:
+    """The run's :class:`SplitMetrics` from ``train.metrics`` and the objects ``given``
+    to ``fit(metrics=...)`` (``None`` without either), refused up front where evaluation
+    could not feed them or their names clash."""
+    if not specs and not given:
         return None
     if not isinstance(eval_step, LossStep) and not task.eval_inputs:
         raise UserError(
@@ -123,11 +129,27 @@ def split_metrics(
         )
     step_names = task.eval_metrics or ({"loss", "accuracy"} if task.classification
                                        else {"loss"})  # fmt: skip
-    for name in specs:
+    objects = build_metric_objects(specs, place.device)
+    for name, obj in (given or {}).items():
+        _check_name(name, "fit(metrics=...)")
+        if name in objects:
+            raise UserError(f"fit(metrics=...): {name!r} is in train.metrics too; keep one")
+        objects[name] = _checked(obj, f"fit(metrics=...): {name!r}", type(obj).__name__)
+        if isinstance(obj, nn.Module):
+            objects[name] = obj.to(place.device)
+    for name in objects:
         if name in step_names:
             raise UserError(f"{KEY}.{name}: the eval step already returns a metric {name!r}; "
                             "name the metric object differently")  # fmt: skip
-    return SplitMetrics(build_metric_objects(specs, place.device), place)
+    return SplitMetrics(objects, place)
+
+
+def _checked(obj: Any, where: str, shown: str) -> Any:
+    missing = [m for m in METHODS if not callable(getattr(obj, m, None))]
+    if missing:
+        raise UserError(f"{where}: {shown} has no {', '.join(missing)}(); a metric object "
+                        "has update(preds, target), compute() and reset()")  # fmt: skip
+    return obj
 
 
 def syncs_itself(obj: Any) -> bool:

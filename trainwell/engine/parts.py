@@ -42,6 +42,7 @@ class Given:
     step_fn: StepFn | None = None
     eval_step_fn: StepFn | None = None
     callbacks: list[Any] | None = None
+    metrics: dict[str, Any] | None = None
 
 
 @dataclass
