@@ -51,8 +51,10 @@ def assert_same(two: dict, one: dict) -> None:
         assert two[name] == pytest.approx(one[name], rel=1e-12 if tight else 1e-5), name
 
 
-def test_engine_shards_give_one_process_values_on_two(tmp_path):
-    args = [f"data.name={CODE}:splits", "train.epochs=2", "early_stop.monitor=val/f1"]
+@pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
+def test_engine_shards_give_one_process_values_on_two(tmp_path, strategy):
+    args = [f"data.name={CODE}:splits", "train.epochs=2", "early_stop.monitor=val/f1",
+            f"dist.strategy={strategy}"]  # fmt: skip
     summary = two_processes(tmp_path, args)
     one = one_process(tmp_path, args)
     final = summary["final"]
