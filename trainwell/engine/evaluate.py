@@ -20,10 +20,10 @@ from torch.utils.data import DataLoader, DistributedSampler, IterableDataset
 
 from trainwell.engine.batch import sample_count, to_device
 from trainwell.engine.distributed import Placement, ShardSampler, gather_objects
-from trainwell.engine.metric_objects import LossStepOutputs, SplitMetrics
+from trainwell.engine.metric_objects import SplitMetrics
 from trainwell.engine.metrics import MetricSums
 from trainwell.engine.precision import Precision
-from trainwell.engine.step_fn import LossStep, StepFn, unpack
+from trainwell.engine.step_fn import NARROW_INTS, LossStep, StepFn, split_pair, unpack
 from trainwell.errors import UserError
 
 
@@ -173,3 +173,33 @@ def slice_batch(batch: Any, count: int, keep: int) -> Any:
             return batch[:keep]  # a column of per-sample values (ids, strings)
         return type(batch)(slice_batch(v, count, keep) for v in batch)
     return batch
+
+
+@dataclass
+class LossStepOutputs:
+    """The step built from ``train.loss``, also returning the model's outputs as
+    ``"preds"`` and the targets as ``"target"``, for the metric objects.
+
+    Example:
+        >>> step = LossStepOutputs(LossStep(nn.CrossEntropyLoss(), accuracy=True))
+        >>> sorted(step(nn.Linear(2, 3), (torch.zeros(4, 2), torch.tensor([0, 1, 2, 0]))))
+        ['accuracy', 'loss', 'preds', 'target']
+    """
+
+    step: LossStep
+
+    def __call__(self, model: nn.Module, batch: Any) -> dict[str, Any]:
+        seen: list[Any] = []
+
+        def forward(inputs: Any) -> Any:
+            outputs = model(inputs)
+            seen.append(outputs)
+            return outputs
+
+        result = self.step(forward, batch)  # type: ignore[arg-type]  # any callable model
+        targets = split_pair(batch)[1]
+        if isinstance(targets, torch.Tensor) and targets.dtype in NARROW_INTS:
+            targets = targets.long()  # as the loss saw them
+        out = dict(result) if isinstance(result, Mapping) else {"loss": result}
+        out["preds"], out["target"] = seen[-1], targets
+        return out

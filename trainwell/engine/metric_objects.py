@@ -36,7 +36,6 @@ from __future__ import annotations
 import itertools
 import numbers
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -44,7 +43,7 @@ import torch.distributed as dist
 from torch import nn
 
 from trainwell.engine.distributed import Placement, broadcast_object
-from trainwell.engine.step_fn import NARROW_INTS, OBJECT_INPUTS, LossStep, split_pair
+from trainwell.engine.step_fn import OBJECT_INPUTS, LossStep
 from trainwell.errors import UserError
 from trainwell.imports import call_with, resolve
 
@@ -370,33 +369,3 @@ def _weave(shards: list[Any]) -> Any:
         if shard is not None:
             out[rank::world] = shard
     return out
-
-
-@dataclass
-class LossStepOutputs:
-    """The step built from ``train.loss``, also returning the model's outputs as
-    ``"preds"`` and the targets as ``"target"``, for the metric objects.
-
-    Example:
-        >>> step = LossStepOutputs(LossStep(nn.CrossEntropyLoss(), accuracy=True))
-        >>> sorted(step(nn.Linear(2, 3), (torch.zeros(4, 2), torch.tensor([0, 1, 2, 0]))))
-        ['accuracy', 'loss', 'preds', 'target']
-    """
-
-    step: LossStep
-
-    def __call__(self, model: nn.Module, batch: Any) -> dict[str, Any]:
-        seen: list[Any] = []
-
-        def forward(inputs: Any) -> Any:
-            outputs = model(inputs)
-            seen.append(outputs)
-            return outputs
-
-        result = self.step(forward, batch)  # type: ignore[arg-type]  # any callable model
-        targets = split_pair(batch)[1]
-        if isinstance(targets, torch.Tensor) and targets.dtype in NARROW_INTS:
-            targets = targets.long()  # as the loss saw them
-        out = dict(result) if isinstance(result, Mapping) else {"loss": result}
-        out["preds"], out["target"] = seen[-1], targets
-        return out
