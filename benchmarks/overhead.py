@@ -31,6 +31,9 @@ batches dropped, ``num_workers=0``), on the CPU, with the same number of intra-o
   ``log.mlflow=true`` (a SQLite store in the temporary folder): what the two loggers cost
   at log_every 10 (the project's aim: under 2% of steps/s). Runs where both extras are
   installed.
+- **trainwell (lean, train.metrics set)**: lean with a metric object configured: objects
+  are fed in evaluation only. The evaluation table (``benchmarks/_eval_side.py``) says
+  what one costs there, per batch, against no object and a hand-written eval loop.
 - **Lightning**: PyTorch Lightning's ``Trainer`` set to do lean trainwell's work
   (``benchmarks/_lightning_side.py``). An optional dependency (``pip install -e
   '.[bench]'``): without it, one line says the side is skipped.
@@ -81,6 +84,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 import torch
+from _eval_side import measure_eval, print_eval
 from _lightning_side import MISSING as LIGHTNING_MISSING
 from _lightning_side import train_lightning
 from rich.console import Console
@@ -102,10 +106,12 @@ DEFAULTS = "trainwell (defaults)"
 HAND_METRICS = "hand-written + 2 metrics"
 STEP = "trainwell (user step, 2 metrics)"
 LOGGERS = "trainwell (defaults + TB + MLflow)"
+METRICS = "trainwell (lean, train.metrics set)"
 LIGHTNING = "Lightning Trainer"
 # TensorBoard and MLflow are optional extras: their side runs where both are installed.
 WITH_LOGGERS = all(importlib.util.find_spec(m) for m in ("tensorboard", "mlflow"))
-VARIANTS = (HAND, LEAN, DEFAULTS, HAND_METRICS, STEP) + ((LOGGERS,) if WITH_LOGGERS else ())
+VARIANTS = (HAND, LEAN, DEFAULTS, HAND_METRICS, STEP, METRICS)
+VARIANTS += (LOGGERS,) if WITH_LOGGERS else ()
 VARIANTS += () if LIGHTNING_MISSING else (LIGHTNING,)
 MODEL = "cnn"  # set from --model
 
@@ -211,7 +217,8 @@ def run_lightning(train: TensorDataset, steps: int, batch_size: int, root: Path)
 
 
 def trainwell_config(
-    run_dir: Path, steps: int, batch_size: int, steps_per_epoch: int, lean: bool, logs: bool
+    run_dir: Path, steps: int, batch_size: int, steps_per_epoch: int, lean: bool, logs: bool,
+    objects: bool = False,
 ) -> trainwell.Config:
     overrides = [
         f"run.dir={run_dir}",
@@ -231,6 +238,8 @@ def trainwell_config(
     if logs:  # one SQLite store for every run, as beside a project's runs/
         db = run_dir.parent / "mlflow.db"
         overrides += ["log.tensorboard=true", "log.mlflow=true", f"log.mlflow_uri=sqlite:///{db}"]
+    if objects:
+        overrides.append("train.metrics.f1={name: '_eval_side:MacroF1', kwargs: {num_classes: 10}}")
     return trainwell.load_config(overrides=overrides)
 
 
@@ -242,9 +251,11 @@ def run_trainwell(
     lean: bool,
     step=None,
     logs: bool = False,
+    objects: bool = False,
 ) -> Timing:
     """``trainwell.fit`` for ``steps`` steps (with the loss, or the user ``step``)."""
-    cfg = trainwell_config(run_dir, steps, batch_size, len(train) // batch_size, lean, logs)
+    cfg = trainwell_config(run_dir, steps, batch_size, len(train) // batch_size, lean, logs,
+                           objects)  # fmt: skip
     wall0 = time.perf_counter()
     stamps: list[float] = []
     model = make_model(stamps)
@@ -313,9 +324,8 @@ def measure(args: argparse.Namespace, train: TensorDataset) -> dict[str, list[Ti
                 return run_lightning(train, steps, args.batch_size, next(run_dirs))
             step = user_step if variant == STEP else None
             lean = variant not in (DEFAULTS, LOGGERS)
-            return run_trainwell(
-                train, steps, args.batch_size, next(run_dirs), lean, step, variant == LOGGERS
-            )
+            return run_trainwell(train, steps, args.batch_size, next(run_dirs), lean, step,
+                                 variant == LOGGERS, variant == METRICS)  # fmt: skip
 
         warmup_steps = min(args.steps, 2 * steps_per_epoch)
         for variant in VARIANTS:  # imports, allocator, first-call costs: not counted
@@ -377,6 +387,7 @@ def print_ratios(args: argparse.Namespace, timings: dict[str, list[Timing]]) -> 
 
     hand, defaults, lean = rate(HAND), rate(DEFAULTS), rate(LEAN)
     print(f"ratio (trainwell defaults / hand-written, steps/s): {defaults / hand:.3f}")
+    print(f"ratio (trainwell lean, train.metrics set / lean, steps/s): {rate(METRICS) / lean:.3f}")
     print(
         "ratio (trainwell user step / hand-written + 2 metrics, steps/s): "
         f"{rate(STEP) / rate(HAND_METRICS):.3f}"
@@ -405,6 +416,9 @@ def main(argv: list[str] | None = None) -> int:
     if torch.get_num_threads() != args.threads:
         print(f"warning: torch now uses {torch.get_num_threads()} threads", file=sys.stderr)
     print_table(args, train, timings)
+    evals = measure_eval(make_model([]), train, args.batch_size, max(5, 4 * args.repeats),
+                         NUM_CLASSES)  # fmt: skip
+    print_eval(evals, len(train), args.batch_size)
     print_ratios(args, timings)
     return 0
 

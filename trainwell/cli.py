@@ -269,6 +269,7 @@ def _launch(args: argparse.Namespace, cfg) -> int:
             raise UserError("restarts on several nodes need run.dir, on storage all nodes share")
         # One run directory for every rank and restart, chosen before any starts.
         run_dir = new_run_path(cfg.run, default_name(cfg.data.name, cfg.model.name))
+        made = resume is None and opts.node_rank == 0 and not run_dir.exists()
         if resume is None and opts.node_rank == 0:
             RunDir.create(run_dir)  # refuses a completed run before anything is launched
         if resume is None and opts.max_restarts:
@@ -278,8 +279,10 @@ def _launch(args: argparse.Namespace, cfg) -> int:
         worker += ["--resume", str(resume)]
     code = launch(opts, worker)
     if code != 0 and not args.dry_run and opts.node_rank == 0:
-        from trainwell.engine.run_files import mark_failed
+        from trainwell.engine.run_files import discard_unstarted, mark_failed
 
+        if made:  # refused before the run began: nothing left that looks like a run
+            discard_unstarted(run_dir)
         # A worker killed outright writes nothing: the summary would say "running" forever.
         mark_failed(run_dir, f"a worker process failed (launcher exit code {code})")
     if code == 0 and cfg.doctor.overfit_batch and not args.dry_run and opts.node_rank == 0:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from trainwell._options import check, check_choice, check_int, check_number, option
@@ -17,7 +19,12 @@ class EarlyStopConfig:
         "metric as split/name, e.g. val/accuracy; auto: val/accuracy, else val/loss, else "
         "train/loss",
     )
-    mode: str = option("auto", "min, max, or auto (max for accuracy, min otherwise)")
+    mode: str = option(
+        "auto",
+        "min, max, or auto: max for a metric object whose higher_is_better is true and for "
+        "names of scores (accuracy, acc, f1, auroc, auc, ap, map, precision, recall, iou, "
+        "dice, bleu, rouge, r2, score, ...), min otherwise",
+    )
     patience: int = option(0, "stop after this many evaluations without improvement (0: never)")
     min_delta: float = option(0.0, "smallest change that counts as an improvement")
 
@@ -74,13 +81,44 @@ class EarlyStopping:
         self.bad_evals = int(state["bad_evals"])
 
 
-def resolve_monitor(cfg: EarlyStopConfig, has_val: bool, has_accuracy: bool) -> tuple[str, str]:
-    """The concrete (monitor, mode) that ``auto`` means for this run's data and task."""
+def resolve_monitor(
+    cfg: EarlyStopConfig,
+    has_val: bool,
+    has_accuracy: bool,
+    higher_is_better: Mapping[str, bool] | None = None,
+) -> tuple[str, str]:
+    """The concrete (monitor, mode) that ``auto`` means for this run's data and task;
+    ``higher_is_better`` is what metric objects say of themselves (``val/f1: True``)."""
     monitor = cfg.monitor
     if monitor == "auto":
         split = "val" if has_val else "train"
         monitor = f"{split}/accuracy" if has_val and has_accuracy else f"{split}/loss"
     mode = cfg.mode
     if mode == "auto":
-        mode = "max" if monitor.endswith("accuracy") else "min"
+        mode = auto_mode(monitor, higher_is_better or {})
     return monitor, mode
+
+
+# Name parts of metrics where more is better (Lightning leaves the mode to the user; a
+# wrong guess here would keep the worst checkpoint, so only unambiguous score names).
+SCORE_WORDS = frozenset({
+    "accuracy", "acc", "top1", "top5", "f1", "fbeta", "f1score", "auroc", "auc", "ap", "map",
+    "precision", "recall", "iou", "miou", "jaccard", "dice", "bleu", "rouge", "meteor", "chrf",
+    "r2", "score", "ndcg", "mrr", "hits", "kappa", "mcc", "sensitivity", "specificity",
+})  # fmt: skip
+
+
+def auto_mode(monitor: str, higher_is_better: Mapping[str, bool]) -> str:
+    """``max`` for a score, ``min`` for a loss or an error.
+
+    Example:
+        >>> [auto_mode(m, {}) for m in ("val/accuracy", "val/macro_f1", "val/mape", "val/loss")]
+        ['max', 'max', 'min', 'min']
+        >>> auto_mode("val/count", {"val/count": True})
+        'max'
+    """
+    said = higher_is_better.get(monitor)
+    if said is not None:
+        return "max" if said else "min"
+    words = re.split(r"[/_.\-]+", monitor.partition("/")[2].lower())
+    return "max" if any(w in SCORE_WORDS for w in words) else "min"

@@ -35,10 +35,13 @@ from trainwell.engine.distributed import (
     wrap,
 )
 from trainwell.engine.dry_run import dry_run_report
-from trainwell.engine.early_stopping import EarlyStopping, resolve_monitor
+from trainwell.engine.early_stopping import EarlyStopping
+from trainwell.engine.evaluate import Evaluator
 from trainwell.engine.fsdp import is_sharded
 from trainwell.engine.given_optim import optimization
 from trainwell.engine.loaders import TrainData, eval_loader
+from trainwell.engine.metric_objects import split_metrics
+from trainwell.engine.monitor import choose_monitor
 from trainwell.engine.overfit_run import overfit_run
 from trainwell.engine.parts import Given, Parts, build_parts
 from trainwell.engine.precision import Precision, resolve_precision
@@ -60,7 +63,7 @@ from trainwell.engine.signals import GracefulStop, Interrupted
 from trainwell.engine.state import LoopState
 from trainwell.engine.step import Stepper
 from trainwell.engine.step_fn import LossFn, StepFn
-from trainwell.engine.trainer import Evaluator, Trainer
+from trainwell.engine.trainer import Trainer
 from trainwell.errors import Diverged, UserError
 from trainwell.loggers import check_extras
 
@@ -87,6 +90,7 @@ def fit(
     step_fn: StepFn | None = None,
     eval_step_fn: StepFn | None = None,
     callbacks: list[Any] | None = None,
+    metrics: dict[str, Any] | None = None,
     optimizer: Any = None,
     scheduler: Any = None,
     resume: str | Path | None = None,
@@ -112,6 +116,8 @@ def fit(
             ``optim.*``.
         scheduler: an lr scheduler of that optimizer, or a factory ``fn(optimizer) ->
             scheduler``, instead of ``sched.*``; stepped every optimizer step.
+        metrics: metric objects by name (``update(preds, target)``, ``compute()``,
+            ``reset()``), beside the config's ``train.metrics``: ``val/NAME``, ``test/NAME``.
         resume: ``"auto"`` (the newest usable checkpoint of ``run.dir``, if any) or the
             path of a checkpoint; the run continues exactly where it stopped.
         dry_run: one step on a real batch and one eval batch, then stop; prints shapes
@@ -137,7 +143,7 @@ def fit(
     """
     cfg = config if isinstance(config, Config) else load_config(config)
     given = Given(model, train_data, val_data, test_data, loss_fn, step_fn, eval_step_fn,
-                  callbacks, optimizer=optimizer, scheduler=scheduler)  # fmt: skip
+                  callbacks, optimizer=optimizer, scheduler=scheduler, metrics=metrics)  # fmt: skip
     place = setup(cfg.run.device, cfg.dist)
     try:
         # Only rank 0 talks; the others would repeat every line.
@@ -218,11 +224,12 @@ def _assemble(
     optimizer, scheduler = optimization(cfg, model, total_steps, s.given.optimizer,
                                         s.given.scheduler, s.console.print, net)  # fmt: skip
     precision = Precision.build(precision_name, place.device)
-    has_val = parts.splits.val is not None
-    monitor, mode = resolve_monitor(cfg.early_stop, has_val, parts.task.has_accuracy)
+    objects = split_metrics(cfg.train.metrics, parts.task, parts.steps.eval, place, s.given.metrics)
+    callbacks = build_callbacks(cfg.callbacks, s.given.callbacks)
+    monitor, mode = choose_monitor(cfg.early_stop, parts.task, parts.splits.val is not None,
+                                   objects, callbacks)  # fmt: skip
     stopper = EarlyStopping(monitor, mode, cfg.early_stop.patience, cfg.early_stop.min_delta)
     loop = LoopState(place.device)
-    callbacks = build_callbacks(cfg.callbacks, s.given.callbacks)
     eager = None
     if cfg.train.compile:
         eager, net = net, compile_model(net, cfg.train.compile_mode)
@@ -251,6 +258,7 @@ def _assemble(
             precision,
             place,
             lockstep=place.distributed and is_sharded(model),
+            metrics=objects,
         ),  # fmt: skip
         val_loader=eval_loader(parts.splits.val, parts.loaders, place),
         total_steps=total_steps,

@@ -44,6 +44,7 @@ class Given:
     # An optimizer (or fn(model) -> optimizer) and a scheduler (or fn(optimizer) -> one).
     optimizer: Any = None
     scheduler: Any = None
+    metrics: dict[str, Any] | None = None
 
 
 @dataclass

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import random
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,9 +25,11 @@ from torch import nn
 
 from trainwell.data import DataSplits, check_labels, targets_of
 from trainwell.engine.batch import sample_count, to_device
+from trainwell.engine.metric_guard import kept_metric_state
 from trainwell.engine.step_fn import (
     CLASS_INDEX_LOSSES,
     NARROW_INTS,
+    OBJECT_INPUTS,
     LossStep,
     StepError,
     Steps,
@@ -54,6 +56,10 @@ class Task:
     ignore_index: int | None = None
     # The metric names a user's eval step returned on the dry batch (None: the loss's).
     eval_metrics: frozenset[str] | None = None
+    # The metric names a user's train step returned on the dry batch (None: the loss's).
+    train_metrics: frozenset[str] | None = None
+    # A user's eval step returned "preds" and "target" (what train.metrics objects take).
+    eval_inputs: bool = False
 
     @property
     def has_accuracy(self) -> bool:
@@ -72,14 +78,16 @@ def preflight(
 ) -> Task:
     """The dry step on ``first_batch()``: checks the step's outputs (or, for the step built
     from a loss, the shapes and labels)."""
-    with _untouched(model):
+    # Metric objects the steps update (a torchmetrics object in the user's module) get
+    # their state back too: the dry batch must not count in the first evaluation.
+    with _untouched(model), kept_metric_state(model, steps.train, steps.eval):
         batch = to_device(first_batch(), device)
         if steps.default:
             task = _check_loss_step(model, steps, splits, batch)
             if not isinstance(steps.eval, LossStep):  # the user's eval step decides
-                task.eval_metrics = _eval_names(model, steps, batch)
+                task.eval_metrics, task.eval_inputs = _eval_names(model, steps, batch)
             return task
-        return Task(eval_metrics=_check_user_step(model, steps, batch))
+        return _check_user_step(model, steps, batch)
 
 
 @contextlib.contextmanager
@@ -174,26 +182,35 @@ def _shape(shape: tuple[int, ...], n: int | None) -> str:
     return "(" + ", ".join(dims) + ("," if len(dims) == 1 else "") + ")"
 
 
-def _check_user_step(model: nn.Module, steps: Steps, batch: Any) -> frozenset[str]:
-    """The dry step (and eval step); returns the metric names evaluation reports."""
+def _check_user_step(model: nn.Module, steps: Steps, batch: Any) -> Task:
+    """The dry step (and eval step); notes the metric names training and evaluation report."""
     model.train()
-    loss, metrics, _ = unpack(steps.train(model, batch), sample_count(batch), "train.step")
+    out = steps.train(model, batch)
+    loss, metrics, _ = unpack(out, sample_count(batch), "train.step")
     if not loss.requires_grad:
         raise StepError(
             "train.step: the loss does not depend on any trainable parameter (it was "
             "detached: .item(), .detach(), torch.no_grad() in the step, or a frozen model)"
         )
     del loss
+    task = Task(train_metrics=frozenset(metrics))
     if steps.eval is not steps.train:
-        return _eval_names(model, steps, batch)
-    return frozenset(metrics)
+        task.eval_metrics, task.eval_inputs = _eval_names(model, steps, batch)
+    else:
+        task.eval_metrics, task.eval_inputs = frozenset(metrics), _has_inputs(out)
+    return task
 
 
-def _eval_names(model: nn.Module, steps: Steps, batch: Any) -> frozenset[str]:
+def _eval_names(model: nn.Module, steps: Steps, batch: Any) -> tuple[frozenset[str], bool]:
     model.eval()
     with torch.inference_mode():
-        _, metrics, _ = unpack(steps.eval(model, batch), sample_count(batch), "train.eval_step")
-    return frozenset(metrics)
+        out = steps.eval(model, batch)
+        _, metrics, _ = unpack(out, sample_count(batch), "train.eval_step")
+    return frozenset(metrics), _has_inputs(out)
+
+
+def _has_inputs(out: Any) -> bool:
+    return isinstance(out, Mapping) and all(k in out for k in OBJECT_INPUTS)
 
 
 def label_checker(task: Task, train: Any) -> Callable[[Any], None] | None:

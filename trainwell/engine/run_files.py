@@ -105,6 +105,25 @@ def resume_command(cfg: Config, path: Path) -> str:
     return f"trainwell train{launcher} --config {path / 'config.yaml'} run.dir={path} --resume auto"
 
 
+def discard_unstarted(path: Path) -> None:
+    """Remove a run directory the launcher made for workers that stopped before the run
+    began (bad input refused up front, e.g. a monitor that names no metric): left there,
+    it would look like a run. Anything a worker wrote (a summary, a checkpoint, a metric
+    row) keeps it."""
+    entries = {p.name for p in path.iterdir()} if path.is_dir() else {"?"}
+    if entries - {"checkpoints", "metrics.csv", ".lock"}:
+        return
+    if any((path / "checkpoints").iterdir()):
+        return
+    metrics = path / "metrics.csv"
+    if metrics.exists() and len(metrics.read_text().splitlines()) > 1:
+        return
+    for name in ("metrics.csv", ".lock"):
+        (path / name).unlink(missing_ok=True)
+    (path / "checkpoints").rmdir()
+    path.rmdir()
+
+
 def mark_failed(path: Path, cause: str) -> None:
     """A run whose processes died without a word (a killed worker): say so in its summary.
 

@@ -7,7 +7,9 @@ key ``"batch_size"`` (an int or a scalar tensor) says how many samples the batch
 for in those averages (tokens for a language model, say); by default it is the leading
 size of the batch's first tensor. A metric may also be a pair ``(numerator,
 denominator)``, e.g. ``(correct, valid_tokens)``: both are summed over the log window or
-the evaluation and divided once, so the ratio is exact whatever the batches. Precision,
+the evaluation and divided once, so the ratio is exact whatever the batches. The keys
+``"preds"`` and ``"target"`` (any shape) are no metrics: they feed the ``train.metrics``
+objects (:mod:`trainwell.engine.metric_objects`) in evaluation. Precision,
 accumulation, DDP, clipping, the optimizer and the scheduler stay the engine's.
 
 Without a step, the engine builds one from ``train.loss`` (:class:`LossStep`): batches are
@@ -41,6 +43,9 @@ LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 # Key of a step's mapping that is a sample count, not a metric.
 BATCH_SIZE_KEY = "batch_size"
+# Keys of a step's mapping that feed the train.metrics objects (the batch's outputs and
+# targets), not metrics of their own.
+OBJECT_INPUTS = ("preds", "target")
 
 
 class StepError(UserError):
@@ -73,6 +78,8 @@ def unpack(out: Any, batch_size: int, where: str = "the step") -> tuple[torch.Te
     for name, value in out.items():
         if name == BATCH_SIZE_KEY:
             n = _count(value, where)
+            continue
+        if name in OBJECT_INPUTS:
             continue
         if isinstance(value, tuple) and name != "loss":
             _check_ratio(value, str(name), where)

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from trainwell._options import check, check_choice, check_int, check_number, option
+from trainwell.engine.metric_objects import check_metric_specs
 from trainwell.engine.precision import PRECISIONS
 from trainwell.imports import is_import_path
 
@@ -40,6 +41,12 @@ class TrainConfig:
     eval_step: str = option(
         "", "import path of the step for evaluation; empty: the training step, without grad"
     )
+    metrics: dict[str, Any] = option(
+        {},
+        "metric objects over a whole split: NAME: {name: 'package.module:Cls', kwargs: {...}} "
+        "with update(preds, target), compute(), reset() (torchmetrics' fit as they are); "
+        "fed every eval batch, logged as val/NAME and test/NAME, monitorable",
+    )
     label_smoothing: float = option(0.0, "label smoothing for cross_entropy")
     log_every: int = option(10, "log the training loss every this many optimizer steps")
     eval_every: int = option(1, "evaluate every this many epochs")
@@ -67,6 +74,7 @@ class TrainConfig:
             f"unknown loss {self.loss!r}; built-in: {', '.join(LOSS_NAMES)}, or an import "
             "path 'package.module:attr'",
         )
+        check_metric_specs(self.metrics)
         for key, value in (("train.step", self.step), ("train.eval_step", self.eval_step)):
             check(
                 not value or is_import_path(value),

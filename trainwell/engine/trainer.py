@@ -24,30 +24,27 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import torch
 from torch import nn
 from torch.utils.data import DataLoader
 
 from trainwell.config import Config
 from trainwell.engine import checkpoint as ckpt
 from trainwell.engine.anatomy import StepClock
-from trainwell.engine.batch import sample_count, to_device
 from trainwell.engine.callbacks import Callbacks, read_only
 from trainwell.engine.checkpointer import Checkpointer
-from trainwell.engine.distributed import Placement, any_process, gather_objects
+from trainwell.engine.distributed import Placement, any_process, broadcast_object
 from trainwell.engine.early_stopping import EarlyStopping
+from trainwell.engine.evaluate import Evaluator
 from trainwell.engine.loaders import TrainData
 from trainwell.engine.memory import MemoryLog
-from trainwell.engine.metrics import MetricSums
+from trainwell.engine.monitor import check_reported
 from trainwell.engine.optim import steps_per_eval
 from trainwell.engine.param_groups import group_lrs
-from trainwell.engine.precision import Precision
 from trainwell.engine.progress import Progress
 from trainwell.engine.rundir import RunDir
 from trainwell.engine.signals import GracefulStop, Interrupted
 from trainwell.engine.state import LoopState
 from trainwell.engine.step import Stepper
-from trainwell.engine.step_fn import StepFn, unpack
 from trainwell.errors import Diverged, UserError
 from trainwell.loggers import Loggers
 
@@ -88,6 +85,8 @@ class Trainer:
     # True once train() returned: the final state is in last.pt.
     done: bool = False
     _ddp_checked: bool = field(default=False, repr=False)
+    # The monitor was reported once (or found missing: the run stopped).
+    _monitor_seen: bool = field(default=False, repr=False)
     _epoch_started: float = field(default=0.0, repr=False)
     _last_window_loss: float | None = field(default=None, repr=False)
 
@@ -101,6 +100,7 @@ class Trainer:
         self.memory = MemoryLog(self.place.device)
         # The loop owns the step anatomy; the stepper marks its own phases on it.
         self.clock = self.stepper.clock = StepClock(self.place.device)
+        self.callbacks.writer = self._write_logged  # ctx.log
 
     def train(self, resumed: bool) -> str:
         """Epochs of optimizer steps until the schedule ends, max_steps or early stopping."""
@@ -233,10 +233,14 @@ class Trainer:
             fresh.update(val)
             self.loggers.log_metrics(loop.step, val)
         loop.metrics.update(fresh)
-        if evaluated or self.monitor.startswith("train/"):
-            _check_monitor(self.monitor, fresh)
         if evaluated:
+            self.callbacks.reserved = fresh  # ctx.log adds names; these are the engine's
             self.notify("on_eval_end", metrics=read_only(fresh))
+            self.callbacks.reserved = {}
+        fresh.update(self._take_logged())
+        if not self._monitor_seen and (evaluated or self.val_loader is None):
+            check_reported(self.monitor, fresh, self.callbacks)
+            self._monitor_seen = True
         self.run.flush()
         # Only a metric computed this epoch counts towards the best and patience.
         improved = self.monitor in fresh and self.stopper.update(fresh[self.monitor])
@@ -263,6 +267,20 @@ class Trainer:
             f"{self.loop.step}); lower optim.lr, raise sched.warmup_steps, or keep "
             "train.grad_clip on; `trainwell lr-find` suggests an lr"
         )
+
+    def _write_logged(self, name: str, value: float) -> None:
+        """``ctx.log``: to every logger at this step, and into the run's metrics."""
+        self.loggers.log_metrics(self.loop.step, {name: value})
+        self.loop.metrics[name] = value
+
+    def _take_logged(self) -> dict[str, float]:
+        """What callbacks logged this epoch; on N processes rank 0's, so that every rank
+        judges the monitor alike (a callback may log on rank 0 only)."""
+        logged = self.callbacks.take_logged()
+        if self.place.distributed and self.callbacks.objects:
+            logged = broadcast_object(logged, self.place)
+            self.loop.metrics.update(logged)
+        return logged
 
     @property
     def samples(self) -> int:
@@ -303,78 +321,6 @@ class Trainer:
         that raises alone would leave the others waiting in a collective)."""
         if any_process(self.stop.requested, self.place):
             raise Interrupted(self.stop.signum or signal.SIGTERM)
-
-
-@dataclass
-class Evaluator:
-    """Means of the eval step's loss and metrics over a loader, in eval mode, no grad.
-
-    Sums stay on the device and are read once at the end; on several processes they are
-    summed over ranks, each holding a disjoint shard, so every sample counts once. The
-    model's train/eval mode is restored afterwards.
-
-    Example:
-        >>> from torch.utils.data import TensorDataset
-        >>> from trainwell.engine.step_fn import LossStep
-        >>> loader = DataLoader(TensorDataset(torch.zeros(4, 2), torch.tensor([0, 1, 1, 1])))
-        >>> p = Precision.build("fp32", torch.device("cpu"))
-        >>> ev = Evaluator(nn.Linear(2, 2), LossStep(nn.CrossEntropyLoss(), accuracy=True), p,
-        ...                Placement(torch.device("cpu")))
-        >>> sorted(ev(loader))
-        ['accuracy', 'loss']
-    """
-
-    model: nn.Module
-    eval_step: StepFn
-    precision: Precision
-    place: Placement
-
-    # FSDP: each forward gathers weights from every rank, so every rank must run as many
-    # forwards as the one with the most batches (its shard of the data may be longer).
-    lockstep: bool = False
-    channels_last: bool = False
-
-    @torch.inference_mode()
-    def __call__(self, loader: DataLoader) -> dict[str, float]:
-        device = self.place.device
-        was_training = self.model.training
-        self.model.eval()
-        sums = MetricSums(device, torch.float64)
-        batch, count = None, 0
-        for batch in loader:
-            batch = to_device(batch, device, self.channels_last)
-            _, metrics, n = unpack(self._forward(batch), sample_count(batch), "the eval step")
-            sums.add(metrics, n)
-            count += 1
-        if self.lockstep:
-            self._keep_pace(batch, count)
-        self.model.train(was_training)
-        return sums.means(self.place)
-
-    def _forward(self, batch: Any) -> Any:
-        with self.precision.autocast():
-            return self.eval_step(self.model, batch)
-
-    def _keep_pace(self, last_batch: Any, count: int) -> None:
-        """Forwards whose results are dropped, until this rank has run as many as the
-        busiest rank (their weight gathers need every rank)."""
-        most = int(max(gather_objects(count, self.place)))
-        if count < most and last_batch is None:
-            raise UserError(
-                "evaluation with dist.strategy=fsdp: this process's shard of the evaluation "
-                "data is empty (fewer samples than processes); use more evaluation samples"
-            )
-        for _ in range(most - count):
-            self._forward(last_batch)
-
-
-def _check_monitor(monitor: str, fresh: dict[str, float]) -> None:
-    """A monitor no evaluation reports would silently keep no best.pt and never stop."""
-    split = monitor.partition("/")[0]
-    if monitor in fresh or not any(k.startswith(f"{split}/") for k in fresh):
-        return
-    shown = ", ".join(sorted(k for k in fresh if k.startswith(f"{split}/")))
-    raise UserError(f"early_stop.monitor: {monitor!r} is not a metric of this run; it has {shown}")
 
 
 def _test_crash_step(place: Placement) -> int:
