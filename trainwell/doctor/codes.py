@@ -1,5 +1,6 @@
 """The catalog of the doctor's finding codes: each code once, with its default severity,
-a one-line summary and its documentation page (``docs/doctor/<code>.md``).
+a one-line summary and where it is documented (its page, ``docs/doctor/<code>.md``, or
+the README's doctor section).
 
 The source of truth for the codes (DESIGN.md says so): a test checks that every code the
 doctor can emit is here and that README.md's code table names exactly these codes. A
@@ -10,8 +11,8 @@ means.
 Example:
     >>> CODES["data-parallel"].severity
     'warning'
-    >>> CODES["oom"].doc
-    'docs/doctor/oom.md'
+    >>> CODES["data-parallel"].doc
+    'docs/doctor/data-parallel.md'
 """
 
 from __future__ import annotations
@@ -19,19 +20,24 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
+README_DOCTOR = "README.md#the-doctor-why-a-run-goes-wrong"
+
+
 @dataclass(frozen=True)
 class Code:
     """One finding code: ``code`` (kebab-case, as in the JSON), its default
-    ``severity`` (``error``, ``warning`` or ``info``), a one-line ``summary``."""
+    ``severity`` (``error``, ``warning`` or ``info``), a one-line ``summary``, and
+    ``doc``: where it is documented, relative to the repository (a page of its own,
+    ``docs/doctor/<code>.md``, or the README's doctor section)."""
 
     code: str
     severity: str
     summary: str
+    doc: str = README_DOCTOR
 
-    @property
-    def doc(self) -> str:
-        """The code's documentation page, relative to the repository."""
-        return f"docs/doctor/{self.code}.md"
+
+def _paged(code: str, severity: str, summary: str) -> Code:
+    return Code(code, severity, summary, f"docs/doctor/{code}.md")
 
 
 _ALL = (
@@ -86,24 +92,24 @@ _ALL = (
     Code("inplace-modified", "error", "autograd's 'modified by an inplace operation' "
          "explained: the op, the cause, the line"),
     # practices (issue 24)
-    Code("data-parallel", "warning", "nn.DataParallel wraps the model: use "
+    _paged("data-parallel", "warning", "nn.DataParallel wraps the model: use "
          "DistributedDataParallel"),
-    Code("anomaly-mode-on", "warning", "autograd's anomaly detection left on for the "
+    _paged("anomaly-mode-on", "warning", "autograd's anomaly detection left on for the "
          "training run: every step is slow"),
-    Code("save-whole-model", "warning", "torch.save pickles a whole module or optimizer: save "
+    _paged("save-whole-model", "warning", "torch.save pickles a whole module or optimizer: save "
          "its state_dict"),
-    Code("clip-before-backward", "warning", "gradient clipping runs before this step's "
+    _paged("clip-before-backward", "warning", "gradient clipping runs before this step's "
          "backward: it clips nothing, or last step's gradients"),
-    Code("sorted-labels-no-shuffle", "warning", "a training set sorted by label is fed in "
+    _paged("sorted-labels-no-shuffle", "warning", "a training set sorted by label is fed in "
          "order (no shuffle, no sampler)"),
-    Code("cuda-in-getitem", "warning", "a Dataset's __getitem__ puts tensors on the GPU: "
+    _paged("cuda-in-getitem", "warning", "a Dataset's __getitem__ puts tensors on the GPU: "
          "breaks or slows the loader's workers"),
     # at a crash (issue 24)
-    Code("dataloader-worker-died", "error", "a DataLoader worker died or raised: the missing "
+    _paged("dataloader-worker-died", "error", "a DataLoader worker died or raised: the missing "
          "__main__ guard, or the worker's own error"),
-    Code("numpy-on-grad-tensor", "error", ".numpy() on a tensor that requires grad: "
+    _paged("numpy-on-grad-tensor", "error", ".numpy() on a tensor that requires grad: "
          "detach it first"),
-    Code("inplace-on-leaf", "error", "an in-place operation on a leaf tensor that requires "
+    _paged("inplace-on-leaf", "error", "an in-place operation on a leaf tensor that requires "
          "grad (a weight update outside no_grad)"),
 )
 

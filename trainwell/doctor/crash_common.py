@@ -88,11 +88,20 @@ def _leaf(frame: types.FrameType, text: str) -> Finding:
         why="autograd would have to differentiate through the change of a tensor it is "
         "computing the gradient of; PyTorch refuses. A hand-written weight update or an "
         "initialization done outside torch.no_grad() is the usual case",
-        fix="do the update under `with torch.no_grad():` (manual SGD: `with torch.no_grad(): "
-        "w -= lr * w.grad; w.grad.zero_()`), initialize before requires_grad_() or with "
-        "torch.nn.init (it uses no_grad), or write it out of place (w = w * 2)",
+        fix=_leaf_fix(stmt, target or "w"),
         evidence={"tensor": target, "exception": " ".join(text.split())[:200]},
     )
+
+
+def _leaf_fix(stmt: ast.AST | None, name: str) -> str:
+    if isinstance(stmt, (ast.AugAssign, ast.Assign)):
+        return (f"do the update under `with torch.no_grad():` (manual SGD: `with "
+                f"torch.no_grad(): {name} -= lr * {name}.grad`, then {name}.grad.zero_()), or "
+                "let an optimizer do it (torch.optim.SGD([...]).step())")
+    return (f"initialize {name} before it requires grad (torch.empty(...).uniform_(a, b)"
+            ".requires_grad_()), or under `with torch.no_grad():`, or with torch.nn.init "
+            "(it uses no_grad); for a change that should be differentiated, write it out of "
+            "place")
 
 
 def _inplace_target(stmt: ast.AST) -> str | None:

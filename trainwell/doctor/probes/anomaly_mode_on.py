@@ -52,6 +52,9 @@ class AnomalyModeOnProbe:
             doc.unsubscribe(self, "on_backward")
             return
         self.run += 1
+        if self.site is None and self.run == 1:
+            # On before the doctor watched: the first backward under it stands in.
+            self.site = event.site
         if self.run >= self.STREAK:
             self._report(doc, event)
 

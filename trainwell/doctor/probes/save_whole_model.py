@@ -94,14 +94,26 @@ def _saved_name(frame: Any, keys: tuple) -> str:
     ``ckpt['model']``, or the value written in a dict literal (``{'model': net}``:
     ``net``)."""
     node = _first_argument(frame)
-    suffix = "".join(f"[{k!r}]" for k in keys)
     if node is None:
-        return "obj" + suffix if keys else "the saved object"
-    if isinstance(node, ast.Dict) and keys:
-        for k, v in zip(node.keys, node.values, strict=True):
-            if isinstance(k, ast.Constant) and k.value == keys[0]:
-                return ast.unparse(v) + "".join(f"[{x!r}]" for x in keys[1:])
-    return ast.unparse(node) + suffix if len(ast.unparse(node)) <= 40 else "obj" + suffix
+        return "obj" + "".join(f"[{k!r}]" for k in keys) if keys else "the saved object"
+    keys = list(keys)
+    while keys:  # into the literal as far as it is written: {"nets": {"g": G}} -> G
+        inner = _literal_item(node, keys[0])
+        if inner is None:
+            break
+        node = inner
+        keys.pop(0)
+    text = ast.unparse(node)
+    return (text if len(text) <= 40 else "obj") + "".join(f"[{k!r}]" for k in keys)
+
+
+def _literal_item(node: ast.expr, key: Any) -> ast.expr | None:
+    if isinstance(node, ast.Dict):
+        return next((v for k, v in zip(node.keys, node.values, strict=True)
+                     if isinstance(k, ast.Constant) and k.value == key), None)  # fmt: skip
+    if isinstance(node, (ast.List, ast.Tuple)) and isinstance(key, int) and key < len(node.elts):
+        return node.elts[key]
+    return None
 
 
 def _built_at(frame: Any) -> list[dict[str, Any]]:
