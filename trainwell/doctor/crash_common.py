@@ -30,12 +30,13 @@ def explain_common(doc: Any, exc: BaseException, frame: types.FrameType) -> bool
     """Add the finding that explains ``exc`` when it is one of this module's crashes;
     whether it was (``frame``: the innermost frame of the user's code)."""
     text = str(exc)
-    if NUMPY_MARKER in text:
+    # A worker's error first: its text holds the worker's own exception, whatever it is.
+    if WORKER_DIED.search(text) or WORKER_RAISED.search(text) or BOOTSTRAP in text:
+        doc.add(_worker(doc, exc, frame, text))
+    elif NUMPY_MARKER in text:
         doc.add(_numpy(frame))
     elif LEAF_MARKER in text:
         doc.add(_leaf(frame, text))
-    elif WORKER_DIED.search(text) or WORKER_RAISED.search(text) or BOOTSTRAP in text:
-        doc.add(_worker(doc, exc, frame, text))
     else:
         return False
     return True

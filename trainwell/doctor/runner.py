@@ -13,6 +13,8 @@ import sys
 import traceback
 from pathlib import Path
 
+import torch
+
 from trainwell.doctor.crash import explain
 from trainwell.doctor.events import StopTraining
 from trainwell.doctor.findings import to_json
@@ -39,6 +41,7 @@ def run_script(
     path = Path(script)
     _check_args(path, max_steps, json_path)
     saved_argv, saved_path = sys.argv, list(sys.path)
+    anomaly = torch.is_anomaly_enabled()  # the script's own anomaly mode ends with it
     sys.argv = [script, *args]
     sys.path.insert(0, str(path.resolve().parent))
     check = OverfitCheck() if overfit else None
@@ -63,6 +66,7 @@ def run_script(
                 code = 1
     finally:
         sys.argv, sys.path[:] = saved_argv, saved_path
+        torch.set_anomaly_enabled(anomaly)
     del namespace
     print(report_text(doc, stopped), file=sys.stderr)
     extra = {}
