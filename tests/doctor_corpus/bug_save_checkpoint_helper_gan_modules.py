@@ -35,8 +35,8 @@ for epoch in range(3):
         errG = criterion(netD(fake), torch.ones(32, 1))
         errG.backward()
         optG.step()
-    save_checkpoint(
-        {"epoch": epoch, "netG": netG, "netD": netD,  # expect-related: save-whole-model
+    save_checkpoint(  # expect-related: save-whole-model
+        {"epoch": epoch, "netG": netG, "netD": netD,
          "optG": optG.state_dict(), "optD": optD.state_dict()},
         folder, epoch,
     )

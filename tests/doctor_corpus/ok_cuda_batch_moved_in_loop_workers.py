@@ -8,7 +8,7 @@ device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
 class NoisySines(Dataset):
-    def __init__(self, n=480):
+    def __init__(self, n=160):
         g = torch.Generator().manual_seed(0)
         self.phase = torch.rand(n, generator=g) * 6.28
         self.t = torch.linspace(0, 1, 32)

@@ -3,7 +3,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
-ROWS = [f"{(i * 13) % 10 / 10},{(i * 7) % 10 / 10},{(i * 3) % 10 / 10},{i % 2}" for i in range(240)]
+ROWS = [f"{(i * 13) % 10 / 10},{(i * 7) % 10 / 10},{(i * 3) % 10 / 10},{i % 2}" for i in range(120)]
 
 
 class CsvRows(Dataset):

@@ -1,5 +1,5 @@
 # The same spawn-started workers with the guard: the workers import this file as a
-# module, the training runs only in the main process.
+# module, the training runs only in the main process. (A short run: ten batches.)
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
@@ -7,7 +7,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 def main():
     torch.manual_seed(0)
-    x = torch.randn(256, 8)
+    x = torch.randn(160, 8)
     y = (x.sum(1) > 0).long()
     loader = DataLoader(TensorDataset(x, y), batch_size=32, shuffle=True, num_workers=1,
                         multiprocessing_context="spawn", persistent_workers=True)
