@@ -37,11 +37,11 @@ def emitted_codes() -> dict[str, str]:
             continue
         for node in ast.walk(ast.parse(path.read_text())):
             texts = []
-            if isinstance(node, ast.keyword) and node.arg == "code":
-                texts.append(node.value)
-            elif isinstance(node, ast.Assign) and any(
+            code_kw = isinstance(node, ast.keyword) and node.arg == "code"
+            constant = isinstance(node, ast.Assign) and any(
                 isinstance(t, ast.Name) and t.id == "CODE" for t in node.targets
-            ):
+            )
+            if code_kw or constant:
                 texts.append(node.value)
             elif isinstance(node, ast.Call) and node.args:
                 name = getattr(node.func, "id", getattr(node.func, "attr", ""))
@@ -90,10 +90,9 @@ def test_the_catalog_matches_the_readme_table_and_its_docs_exist():
 
 def test_the_new_probes_report_at_the_catalog_severity():
     # Their codes come from the catalog: a probe's CODE constant and severity agree.
-    for name in ("data_parallel", "anomaly_mode_on", "save_whole_model",
-                 "clip_before_backward", "sorted_labels_no_shuffle", "cuda_in_getitem"):  # fmt: skip
-        module = importlib.import_module(f"trainwell.doctor.probes.{name}")
-        assert module.CODE == name.replace("_", "-") and module.CODE in SEVERITY
+    for code in NEW[:6]:
+        module = importlib.import_module(f"trainwell.doctor.probes.{code.replace('-', '_')}")
+        assert code == module.CODE and code in SEVERITY
     classes = {type(p).__name__ for p in default_probes()}
     assert {"DataParallelProbe", "AnomalyModeOnProbe", "SaveWholeModelProbe",
             "ClipBeforeBackwardProbe", "SortedLabelsNoShuffleProbe",
@@ -201,15 +200,15 @@ def test_clip_of_a_generator_still_clips():
     assert float(norm) <= 1.0 + 1e-4
 
 
+HEAD = "def __getitem__(self, i):\n"
 GETITEM_CASES = {
-    "def __getitem__(self, i):\n    return self.x[i].cuda()\n": [".cuda()"],
-    "def __getitem__(self, i):\n    return self.x[i].to('cuda:1', non_blocking=True)\n":
-        [".to('cuda:1')"],
-    "def __getitem__(self, i):\n    return self.x[i].to(DEVICE), self.y[i]\n": [".to(DEVICE)"],
-    "def __getitem__(self, i):\n    return torch.tensor(self.ids[i], device=torch.device('cuda'))\n":
+    HEAD + "    return self.x[i].cuda()\n": [".cuda()"],
+    HEAD + "    return self.x[i].to('cuda:1', non_blocking=True)\n": [".to('cuda:1')"],
+    HEAD + "    return self.x[i].to(DEVICE), self.y[i]\n": [".to(DEVICE)"],
+    HEAD + "    return torch.tensor(self.ids[i], device=torch.device('cuda'))\n":
         ["device=torch.device('cuda')"],
-    "def __getitem__(self, i):\n    x = self.x[i]\n    return x.to(torch.float32), x.to(x.device)\n": [],
-    "def __getitem__(self, i):\n    return self.x[i].to(self.dtype), torch.zeros(2, device='cpu')\n": [],
+    HEAD + "    x = self.x[i]\n    return x.to(torch.float32), x.to(x.device)\n": [],
+    HEAD + "    return self.x[i].to(self.dtype), torch.zeros(2, device='cpu')\n": [],
 }  # fmt: skip
 
 
@@ -227,7 +226,8 @@ def test_sorted_label_orders():
     g = torch.Generator().manual_seed(0)
     assert sorted_runs(torch.arange(5).repeat_interleave(40)) == (5, 5)
     assert sorted_runs(torch.arange(3).repeat_interleave(30).repeat(2)) == (3, 6)
-    assert sorted_runs(torch.arange(5).repeat_interleave(40)[torch.randperm(200, generator=g)]) is None
+    shuffled = torch.arange(5).repeat_interleave(40)[torch.randperm(200, generator=g)]
+    assert sorted_runs(shuffled) is None
     rare = torch.zeros(1000, dtype=torch.long)
     rare[torch.randint(0, 1000, (3,), generator=g)] = 1  # imbalanced, not sorted
     assert sorted_runs(rare) is None

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-
 README_DOCTOR = "README.md#the-doctor-why-a-run-goes-wrong"
 
 
