@@ -24,6 +24,7 @@ from trainwell.doctor.carried import (
     replay_inplace,
     step_line,
 )
+from trainwell.doctor.crash_common import explain_common
 from trainwell.doctor.detached import NO_GRAD_FN, explain_detached
 from trainwell.doctor.findings import Finding
 from trainwell.doctor.head import head_for_label
@@ -47,7 +48,7 @@ def explain(doc: Watched, exc: BaseException) -> None:
     """Add findings that explain ``exc``, when a known pitfall caused it."""
     doc.crashed = True
     frame = _innermost_user_frame(exc.__traceback__)
-    if frame is None:
+    if frame is None or explain_common(doc, exc, frame):
         return
     text = str(exc)
     if isinstance(exc, torch.OutOfMemoryError) or any(m in text for m in OOM_MARKERS):

@@ -310,6 +310,8 @@ EVENTS = (
     "on_mode",
     "on_optimizer_created",
     "on_scheduler_created",
+    "on_call",  # a rare torch call worth a look: DataParallel(...), torch.save, anomaly mode
+    "on_clip",  # clip_grad_norm_ / clip_grad_value_ is about to clip
 )
 
 # The classification losses the probes look into (labels, probabilities, first loss).

@@ -20,6 +20,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from trainwell.doctor.calls import call_patches
 from trainwell.doctor.events import LOSSES, BatchEvent, CreatedEvent, LossEvent, ScalerEvent
 from trainwell.doctor.sites import is_user_file, made_at, site_of_caller
 
@@ -227,6 +228,7 @@ def replacements(doctor: Any) -> Iterator[tuple[Any, str, Any, tuple[str, ...]]]
     yield (*update, ("on_scaler_update",))
     for name in LOSSES:
         yield torch.nn.functional, name, _loss(doctor, name), ("on_loss",)
+    yield from call_patches(doctor)
 
 
 class Patch:

@@ -80,6 +80,7 @@ def run_script(
     if extras.overfit is not None:
         doc.swap_batch = extras.overfit.swap
     saved_argv, saved_path = sys.argv, list(sys.path)
+    anomaly = torch.is_anomaly_enabled()  # the script's own anomaly mode ends with it
     sys.argv = [script, *args]
     sys.path.insert(0, str(path.resolve().parent))
     try:
@@ -87,6 +88,7 @@ def run_script(
             outcome = _execute(doc, path, extras)
     finally:
         sys.argv, sys.path[:] = saved_argv, saved_path
+        torch.set_anomaly_enabled(anomaly)
     children.merge_into(doc)
     _report(doc, outcome, children, extras, json_path)
     return outcome.code
