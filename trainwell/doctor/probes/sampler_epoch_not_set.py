@@ -56,7 +56,8 @@ class SamplerEpochNotSetProbe:
     def _progress(self, doc: Reporter, event: BatchEvent, p: _Pass) -> None:
         if not p.trained:
             # A backward (or a step) since the pass began: its batches train.
-            p.trained = doc.steps != p.steps or getattr(doc, "last_backward", None) is not p.backward
+            backward = getattr(doc, "last_backward", None)
+            p.trained = doc.steps != p.steps or backward is not p.backward
             if p.trained and p.repeat:
                 self._report(doc, event, p)
         if event.index >= p.half or event.index == 1:  # (1: a new pass of the same iterator)
