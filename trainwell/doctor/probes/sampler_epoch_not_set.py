@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import sys
 from dataclasses import dataclass
 from typing import Any
@@ -11,7 +12,7 @@ from trainwell.doctor.events import (
     Reporter,
 )
 from trainwell.doctor.findings import Finding
-from trainwell.doctor.sites import Site, is_user_file, user_frame
+from trainwell.doctor.sites import Site, is_user_file, parse, user_frame
 
 
 @dataclass
@@ -89,8 +90,11 @@ class SamplerEpochNotSetProbe:
             return
         loader, sampler = p.names
         built = doc.loader_sites.get(p.key[0])
-        what = f"`{loader}`" if loader else "the training DataLoader"
-        if built is not None and built.file == p.site.file:
+        # The name it was built as (``train_loader = DataLoader(...)``) says more than a
+        # helper's parameter (``for x, y in loader``).
+        loader = _assigned_name(built) or loader
+        what = f"`{loader}`" if loader else "(made in the `for`)" if built == p.site else ""
+        if built is not None and built.file == p.site.file and built != p.site:
             what += f" (built at line {built.line})"
         related = []
         if built is not None and (built.file, built.line) != (p.site.file, p.site.line):
@@ -102,7 +106,7 @@ class SamplerEpochNotSetProbe:
                 severity="error",
                 file=p.site.file,
                 line=p.site.line,
-                message=f"the training loader {what} starts another epoch with its shuffling "
+                message=f"the training DataLoader {what} starts another epoch with its shuffling "
                 f"DistributedSampler's epoch still {p.epoch}: every epoch sees the same order",
                 why="DistributedSampler seeds its shuffle with seed + epoch; without "
                 "set_epoch the 'shuffle' is one fixed permutation",
@@ -138,3 +142,14 @@ def _names(batches: Any, sampler: Any) -> tuple[str | None, str | None]:
     if sampler_name is None and loader_name is not None:
         sampler_name = f"{loader_name}.sampler"
     return loader_name, sampler_name
+
+
+def _assigned_name(site: Site | None) -> str | None:
+    """``train_loader`` of ``train_loader = DataLoader(...)`` at ``site``, if it is one."""
+    tree = parse(site.file) if site is not None else None
+    for node in ast.walk(tree) if tree is not None else ():
+        if (isinstance(node, ast.Assign) and node.lineno <= site.line <= (node.end_lineno or 0)
+                and len(node.targets) == 1
+                and isinstance(node.targets[0], (ast.Name, ast.Attribute))):  # fmt: skip
+            return ast.unparse(node.targets[0])
+    return None
