@@ -16,6 +16,8 @@ from trainwell.cli import main
 CORPUS = Path(__file__).parent / "doctor_corpus"
 SCRIPTS = sorted(p for p in CORPUS.glob("*.py") if not p.name.startswith("_"))
 EXPECT = re.compile(r"#\s*expect(-related)?:\s*([a-z-]+)")
+# A script's own doctor options, e.g. ``# doctor-args: --max-steps 40`` (a run cut short).
+DOCTOR_ARGS = re.compile(r"^#\s*doctor-args:(.*)$", re.MULTILINE)
 
 
 def expectations(script: Path) -> tuple[set[tuple[str, int]], set[tuple[str, int]]]:
@@ -29,7 +31,8 @@ def expectations(script: Path) -> tuple[set[tuple[str, int]], set[tuple[str, int
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.stem)
 def test_corpus(script, tmp_path, capsys):
     out = tmp_path / "findings.json"
-    code = main(["doctor", "--json", str(out), str(script)])
+    options = [a for m in DOCTOR_ARGS.finditer(script.read_text()) for a in m.group(1).split()]
+    code = main(["doctor", *options, "--json", str(out), str(script)])
     # crash_* scripts crash as they would under python; the report explains why.
     expected_code = 1 if script.name.startswith("crash_") else 0
     assert code == expected_code, capsys.readouterr().err

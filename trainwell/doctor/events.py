@@ -232,13 +232,17 @@ def _autocast_state() -> tuple[tuple[str, Any], ...]:
 @dataclass
 class BatchEvent:
     """A batch came out of a DataLoader after ``wait_s`` seconds; ``site`` is the user's
-    line that iterates the loader (the ``for`` statement)."""
+    line that iterates the loader (the ``for`` statement). ``queued_s`` is
+    :func:`~trainwell.doctor.clock.queued` when the wait began, ``wait_queued_s`` the
+    part of the wait spent queued for a CPU (a busy machine's share of it)."""
 
     loader: Any  # the DataLoader's iterator
     batch: Any
     wait_s: float
     index: int  # batches taken from this iterator so far, this one included
     site: Site | None = None
+    queued_s: float = 0.0
+    wait_queued_s: float = 0.0
 
 
 class LossEvent(LazySite):

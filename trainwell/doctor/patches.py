@@ -21,6 +21,7 @@ import torch
 from torch import nn
 
 from trainwell.doctor.calls import call_patches
+from trainwell.doctor.clock import queued
 from trainwell.doctor.events import LOSSES, BatchEvent, CreatedEvent, LossEvent, ScalerEvent
 from trainwell.doctor.sites import is_user_file, made_at, site_of_caller
 
@@ -83,20 +84,21 @@ def _optimizer_init(doctor: Any) -> Any:
 
 def _loader_next(doctor: Any, next_batch: Any) -> Any:
     def loader_next(it):
-        start = time.perf_counter()
+        start, start_queued = time.perf_counter(), queued()
         try:
             batch = next_batch(it)
         except StopIteration:
             doctor._dispatch("on_epoch_end", it._dataset)
             raise
-        wait = time.perf_counter() - start
+        wait, wait_queued = time.perf_counter() - start, queued() - start_queued
         if doctor.swap_batch is not None:
             batch = doctor.swap_batch(it, batch)
         if it._num_yielded == 1:  # the loop's line, found once per pass over the data
             it._trainwell_site = site_of_caller(1)
         site = getattr(it, "_trainwell_site", None)
         # Kept for the NaN explanations (is the data itself bad?) until the next batch.
-        doctor.last_batch = event = BatchEvent(it, batch, wait, it._num_yielded, site)
+        doctor.last_batch = event = BatchEvent(it, batch, wait, it._num_yielded, site,
+                                               start_queued, wait_queued)  # fmt: skip
         doctor._dispatch("on_batch", event)
         return batch
 

@@ -7,8 +7,11 @@ how to count a container's items without reading all of them at every scan.
 from __future__ import annotations
 
 import sys
+import weakref
 from collections.abc import Callable
 from typing import Any
+
+import torch
 
 from trainwell.doctor.events import Reporter, StepEvent
 from trainwell.doctor.holders import _attributes, _Holder, _holders
@@ -94,12 +97,19 @@ class ItemCounts:
 
     A list is taken as the same, grown by appends, when its identity holds and its item
     last counted is still in place; else it is counted anew.
+
+    :meth:`renewed` tells a container that keeps what it was given (its oldest tensor
+    stays) from one emptied at a regular point and filled again (``del lst[:]``,
+    ``lst.clear()``, ``lst = []`` each episode, a bounded buffer): the second holds no
+    step's tensors beyond the point where it is emptied, whatever its length.
     """
 
     def __init__(self, test: Callable[[Any], bool]) -> None:
         self.test = test
         # path -> (id of the list, its length, id of its last item then, the count)
         self.lists: dict[str, tuple[int, int, int, int]] = {}
+        # path -> a weak reference to the container's oldest tensor at the last look
+        self.firsts: dict[str, Any] = {}
 
     def count(self, path: str, value: Any) -> int | None:
         """How many items of ``value`` pass the test (``None``: not a container)."""
@@ -122,7 +132,37 @@ class ItemCounts:
         self.lists[path] = (id(value), len(value), id(value[-1]) if value else 0, count)
         return count
 
+    def renewed(self, path: str, value: Any) -> bool:
+        """Whether the container's oldest tensor is another than at the last look: it
+        was emptied since (or turned over) and holds newer tensors only."""
+        first = _first_tensor(value)
+        ref = self.firsts.get(path)
+        self.firsts[path] = weakref.ref(first) if first is not None else None
+        # A weak reference: holding the item would keep its graph alive after the user's
+        # code let it go. Dead, or alive but no longer first: renewed.
+        return ref is not None and ref() is not first
+
     def forget(self, seen: set[str]) -> None:
         """Drop the holders no longer found."""
-        for path in [p for p in self.lists if p not in seen]:
-            del self.lists[path]
+        for known in (self.lists, self.firsts):
+            for path in [p for p in known if p not in seen]:
+                del known[path]
+
+
+def _first_tensor(value: Any) -> Any:
+    """The oldest tensor a container holds: its first item's, looking a level into a
+    small tuple, list or dict item (``SavedAction(log_prob, value)``); ``None`` if
+    the first few items hold none."""
+    items = value.values() if isinstance(value, dict) else value
+    try:
+        head = [v for _, v in zip(range(4), items)]
+    except TypeError:
+        return None
+    for item in head:
+        if isinstance(item, dict):
+            item = next(iter(item.values()), None)
+        elif isinstance(item, (tuple, list)):
+            item = next((t for t in item[:4] if isinstance(t, torch.Tensor)), None)
+        if isinstance(item, torch.Tensor):
+            return item
+    return None

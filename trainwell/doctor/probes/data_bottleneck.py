@@ -21,17 +21,18 @@ class _Loader:
     """One data set's batches: the waits for ``next()`` and the work between two
     batches, the last window of them."""
 
-    __slots__ = ("waits", "works", "last", "last_cpu", "steps", "seen", "fresh", "site",
-                 "settings", "kind")  # fmt: skip
+    __slots__ = ("waits", "works", "last", "last_cpu", "last_queued", "steps", "seen",
+                 "fresh", "timed", "site", "settings", "kind")  # fmt: skip
 
     def __init__(self) -> None:
         # The last WINDOW of each, appended in place (a new list per batch costs more).
         self.waits: deque[float] = deque(maxlen=DataBottleneckProbe.WINDOW)
         self.works: deque[float] = deque(maxlen=DataBottleneckProbe.WINDOW)
-        self.last = self.last_cpu = 0.0
+        self.last = self.last_cpu = self.last_queued = 0.0
         self.steps = -1  # the optimizer steps at the last batch
         self.seen = 0  # batches seen
         self.fresh = 0  # batches that came first out of a new iterator
+        self.timed = 0  # batches timed (training used them), the whole run
         # Of the last batch: the loop's line, the loader's settings, the data set's class
         # (not the iterator: holding it would keep its worker processes alive).
         self.site: Site | None = None
@@ -60,11 +61,15 @@ class DataBottleneckProbe:
     training used (an optimizer step between two) after the first ones (worker start-up,
     the doctor's own first-steps checks). Judged on the first quartiles of the last
     ``WINDOW`` batches, at every ``WINDOW`` batches and at the end of each pass: slow
-    steps (a busy machine, a collection, a checkpoint) move them little. A short wait is
-    never worth a warning, whatever its share. The finding points where the fix goes:
-    the ``DataLoader(...)`` call (``num_workers``, ``pin_memory``) with the data set's
-    ``__getitem__`` as related; when each batch comes from a new iterator
-    (``next(iter(loader))`` every step), the line that makes it.
+    steps (a busy machine, a collection, a checkpoint) move them little. Both timings
+    are taken less the time the thread sat queued for a CPU where Linux says it
+    (:mod:`~trainwell.doctor.clock`): a busy machine must not make a loop look
+    data-bound. A short wait is never worth a warning, whatever its share, nor a run
+    that lost less than ``MIN_LOST_S`` in all to waiting (the wait per batch times the
+    batches timed): the workers that would win it back cost about that to start. The
+    finding points where the fix goes: the ``DataLoader(...)`` call (``num_workers``,
+    ``pin_memory``) with the data set's ``__getitem__`` as related; when each batch
+    comes from a new iterator (``next(iter(loader))`` every step), the line that makes it.
     """
 
     SKIP = 3
@@ -72,6 +77,11 @@ class DataBottleneckProbe:
     MIN_BATCHES = 12  # judged at the end of a pass only with this many timed
     SHARE = 0.5
     MIN_WAIT_S = 0.005
+    # Below a second lost over the whole run the fix buys nothing: forking workers costs
+    # 0.1-0.5 s per epoch (without persistent_workers), spawning them (macOS, Windows)
+    # seconds. A tiny loop's waits of 5-12 ms over 50 batches (0.25-0.6 s) stay under it;
+    # a real pipeline bottleneck loses that much within a few dozen steps.
+    MIN_LOST_S = 1.0
 
     def __init__(self) -> None:
         self.loaders: dict[int, _Loader] = {}
@@ -87,6 +97,8 @@ class DataBottleneckProbe:
             st = self.loaders[key] = _Loader()
         last, st.last = st.last, now
         last_cpu, st.last_cpu = st.last_cpu, cpu
+        # Queued for a CPU when the last wait ended (the work began) and this one began.
+        last_queued, st.last_queued = st.last_queued, event.queued_s + event.wait_queued_s
         stepped, st.steps = st.steps != doc.steps, doc.steps
         st.seen += 1
         st.fresh += event.index == 1
@@ -96,11 +108,17 @@ class DataBottleneckProbe:
         # evaluation loop waits for its batches by nature, with little work between.
         if st.seen <= self.SKIP or event.index == 1 and st.seen <= 2 * self.SKIP or not stepped:
             return
-        st.waits.append(event.wait_s)
-        # The work between two batches: its wall time, unless the process used less CPU
-        # than that (a busy machine slows the computing, not the waiting on files).
-        work = min(now - last - event.wait_s, cpu - last_cpu)
+        work = now - last - event.wait_s
+        if event.queued_s:  # less the time queued for a CPU, in the wait and in the work
+            wait = event.wait_s - event.wait_queued_s
+            work -= event.queued_s - last_queued
+        else:
+            # Unknown: the work's wall time, unless the thread used less CPU than that
+            # (a busy machine slows the computing, not the waiting on files).
+            wait, work = event.wait_s, min(work, cpu - last_cpu)
+        st.waits.append(max(wait, 0.0))
         st.works.append(max(work, 0.0))
+        st.timed += 1
         st.note(event)
         if len(st.waits) == self.WINDOW and st.seen % self.WINDOW == 0:
             self._judge(doc, key, st)
@@ -120,7 +138,8 @@ class DataBottleneckProbe:
             return
         wait, work = _low(st.waits), _low(st.works)
         share = wait / max(wait + work, 1e-9)
-        if share < self.SHARE or wait < self.MIN_WAIT_S:
+        lost = wait * st.timed  # the whole run's, at the low wait per batch
+        if share < self.SHARE or wait < self.MIN_WAIT_S or lost < self.MIN_LOST_S:
             return
         per_step = st.fresh >= 0.5 * st.seen  # most batches came out of a new iterator
         loader_site = doc.loader_sites.get(key)

@@ -82,6 +82,10 @@ class GraphRetainedProbe:
             # batch, but it holds nothing from earlier steps.
             self.history.pop(path, None)
             return
+        if not isinstance(holder.value, torch.Tensor) and self.counts.renewed(path, holder.value):
+            # Emptied since the last scan (an episode's log-probs, cleared at its end):
+            # what it holds now is no older than that, however long it is.
+            self.history.pop(path, None)
         if _grows(self.history, path, size, self.STEPS):
             self._report(doc, path, holder, size, frame)
 

@@ -1,0 +1,23 @@
+# The training DataLoader is made inline in the for statement every epoch, over one
+# shuffling DistributedSampler (world size 1, no process group) that never gets
+# set_epoch: every epoch the same order.
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data.distributed import DistributedSampler
+
+torch.manual_seed(0)
+train_ds = TensorDataset(torch.randn(384, 6), torch.randn(384, 1))
+eval_ds = TensorDataset(torch.randn(96, 6), torch.randn(96, 1))
+sampler = DistributedSampler(train_ds, num_replicas=1, rank=0)
+eval_loader = DataLoader(eval_ds, batch_size=48, sampler=DistributedSampler(eval_ds, 1, 0))
+model = nn.Sequential(nn.Linear(6, 16), nn.Tanh(), nn.Linear(16, 1))
+opt = torch.optim.SGD(model.parameters(), lr=0.05)
+for epoch in range(3):
+    for xb, yb in DataLoader(train_ds, batch_size=32, sampler=sampler):  # expect: sampler-epoch-not-set
+        opt.zero_grad()
+        nn.functional.mse_loss(model(xb), yb).backward()
+        opt.step()
+    with torch.no_grad():
+        val = sum(nn.functional.mse_loss(model(xb), yb).item() for xb, yb in eval_loader)
+    print(f"epoch {epoch} eval {val / len(eval_loader):.4f}")
