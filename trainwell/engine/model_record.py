@@ -205,8 +205,10 @@ def _check_importable(cls: type, where: str) -> None:
         raise NotRecordable(f"class {qual} is defined in __main__ (the script being run), "
                             "which cannot be imported again; move it into a module")  # fmt: skip
     if "<locals>" in qual:
-        raise NotRecordable(f"class {qual.replace('.<locals>', '')} is defined inside a "
-                            "function, so it cannot be imported; define it at module level")
+        raise NotRecordable(
+            f"class {qual.replace('.<locals>', '')} is defined inside a "
+            "function, so it cannot be imported; define it at module level"
+        )
     try:
         found = _import(_class_path(cls))
     except UserError:
@@ -266,14 +268,17 @@ def _defaulted() -> str:
     if not _DEFAULTED:
         return ""
     names = ", ".join(_DEFAULTED[:4])
-    return (f"; not kept as attributes, so taken at their defaults: {names} (store them: "
-            "self.NAME = NAME)")
+    return (
+        f"; not kept as attributes, so taken at their defaults: {names} (store them: "
+        "self.NAME = NAME)"
+    )
 
 
 def _same(a: Any, b: Any) -> bool:
     if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
-        return a.shape == b.shape and bool(torch.allclose(a.float(), b.float(), rtol=1e-4,
-                                                          atol=1e-5, equal_nan=True))
+        return a.shape == b.shape and bool(
+            torch.allclose(a.float(), b.float(), rtol=1e-4, atol=1e-5, equal_nan=True)
+        )
     if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
         return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
     if isinstance(a, dict) and isinstance(b, dict):
@@ -332,8 +337,9 @@ def capture_inputs(model: nn.Module, step: Any, batch: Any) -> tuple[tuple, dict
 CHECKPOINT_KEY = "model_record"
 
 
-def record_given(model: nn.Module, eval_step: Any, train_data: Any, collate: Any,
-                 data_given: bool) -> dict[str, Any]:
+def record_given(
+    model: nn.Module, eval_step: Any, train_data: Any, collate: Any, data_given: bool
+) -> dict[str, Any]:
     """What a checkpoint keeps about a model passed to ``fit(model=obj)``: the class, the
     proven record or the reason there is none, and (data passed in too, so the config's
     data is not the run's) the model's inputs for the first two samples, which export
