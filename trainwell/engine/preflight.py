@@ -110,6 +110,7 @@ def _check_loss_step(model: nn.Module, steps: Steps, splits: DataSplits, batch: 
     model.eval()
     with torch.inference_mode():
         outputs = model(inputs)
+        _check_outputs(outputs, targets, loss_fn)
     _check_target_type(outputs, targets, loss_fn)
     if isinstance(targets, torch.Tensor) and targets.dtype in NARROW_INTS:
         targets = targets.long()  # as the step widens them
@@ -121,6 +122,41 @@ def _check_loss_step(model: nn.Module, steps: Steps, splits: DataSplits, batch: 
         return Task(True, num_classes, ignore)
     _check_broadcast(outputs, targets)
     return Task(False, None, ignore)
+
+
+def _check_outputs(outputs: Any, targets: Any, loss_fn: Any) -> None:
+    """Outputs the default step cannot hand to the loss (a dataclass, a dict, a tuple
+    from the model) are one line naming ``train.step``, not a TypeError mid-run."""
+    if isinstance(outputs, torch.Tensor):
+        return
+    try:
+        loss = loss_fn(outputs, targets)
+    except Exception:  # noqa: BLE001 - any failure of the loss on them is the news
+        loss = None
+    if isinstance(loss, torch.Tensor) and loss.numel() == 1:
+        return  # a loss (the user's own) that takes these outputs as they are
+    fields = _fields_of(outputs)
+    pick = next((f for f in ("logits", "prediction", "output", "out") if f in fields), None)
+    shown = f" ({', '.join(fields[:6])})" if fields else ""
+    attr = (f"[{pick!r}]" if isinstance(outputs, dict) else f".{pick}") if pick else "[0]"
+    raise StepError(
+        f"train.step: the model returns {type(outputs).__name__}{shown}, not a tensor, so "
+        "the default step cannot pass it to train.loss; write a step that picks the output "
+        f"(def step(model, batch): x, y = batch; return loss_fn(model(x){attr}, y)) and set "
+        "train.step: 'package.module:step' (or fit(step_fn=step))"
+    )
+
+
+def _fields_of(outputs: Any) -> list[str]:
+    import dataclasses
+
+    if isinstance(outputs, dict):
+        return [str(k) for k in outputs]
+    if dataclasses.is_dataclass(outputs):
+        return [f.name for f in dataclasses.fields(outputs)]
+    if isinstance(outputs, tuple) and hasattr(outputs, "_fields"):
+        return list(outputs._fields)
+    return []
 
 
 def _check_target_type(outputs: Any, targets: Any, loss_fn: Any) -> None:

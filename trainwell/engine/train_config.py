@@ -40,6 +40,12 @@ class TrainConfig:
     eval_step: str = option(
         "", "import path of the step for evaluation; empty: the training step, without grad"
     )
+    step_kwargs: dict[str, Any] = option(
+        {}, "keyword arguments bound to train.step: fn(model, batch, **step_kwargs)"
+    )
+    eval_step_kwargs: dict[str, Any] = option(
+        {}, "keyword arguments bound to train.eval_step (without it, the train step keeps its own)"
+    )
     label_smoothing: float = option(0.0, "label smoothing for cross_entropy")
     log_every: int = option(10, "log the training loss every this many optimizer steps")
     eval_every: int = option(1, "evaluate every this many epochs")
@@ -73,3 +79,9 @@ class TrainConfig:
                 key,
                 f"{value!r} is not an import path 'package.module:fn'",
             )
+        for key, path, kwargs in (("step", self.step, self.step_kwargs),
+                                  ("eval_step", self.eval_step, self.eval_step_kwargs)):  # fmt: skip
+            check(isinstance(kwargs, dict), f"train.{key}_kwargs", f"expected a mapping, got "
+                  f"{kwargs!r}")  # fmt: skip
+            check(not kwargs or bool(path), f"train.{key}_kwargs", f"given without train.{key} "
+                  "(the keywords are bound to that import path's function)")  # fmt: skip
