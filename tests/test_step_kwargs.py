@@ -50,7 +50,8 @@ def eval_step(model, batch, scale=1.0):
 '''
 
 BASE = ["data.name=distill:make_data", "model.name=mlp", "model.kwargs.hidden=[16]",
-        "train.epochs=1", "data.batch_size=32", "train.precision=fp32", "train.log_every=1"]  # fmt: skip
+        "train.epochs=1", "data.batch_size=32", "train.precision=fp32",
+        "train.log_every=1"]  # fmt: skip
 
 
 @pytest.fixture
@@ -117,13 +118,14 @@ def test_bad_keywords_are_one_line_before_the_run_dir(cli, task, overrides, expe
 
 
 def test_fit_from_python_with_the_keywords_in_the_config(task, monkeypatch):
-    import trainwell
     from rich.console import Console
+
+    import trainwell
 
     monkeypatch.syspath_prepend(str(task))
     monkeypatch.chdir(task)
-    cfg = trainwell.load_config(overrides=[*BASE, "train.step=distill:step",
-                                           "train.step_kwargs.alpha=0.25", "run.dir=py"])  # fmt: skip
+    overrides = [*BASE, "train.step=distill:step", "train.step_kwargs.alpha=0.25", "run.dir=py"]
+    cfg = trainwell.load_config(overrides=overrides)
     result = trainwell.fit(cfg, console=Console(quiet=True))
     assert result.metrics["train/alpha"] == pytest.approx(0.25)
     assert result.metrics["train/temperature"] == pytest.approx(1.0)

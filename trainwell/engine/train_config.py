@@ -79,9 +79,10 @@ class TrainConfig:
                 key,
                 f"{value!r} is not an import path 'package.module:fn'",
             )
-        for key, path, kwargs in (("step", self.step, self.step_kwargs),
-                                  ("eval_step", self.eval_step, self.eval_step_kwargs)):  # fmt: skip
-            check(isinstance(kwargs, dict), f"train.{key}_kwargs", f"expected a mapping, got "
-                  f"{kwargs!r}")  # fmt: skip
-            check(not kwargs or bool(path), f"train.{key}_kwargs", f"given without train.{key} "
-                  "(the keywords are bound to that import path's function)")  # fmt: skip
+        bound = (("step", self.step, self.step_kwargs),
+                 ("eval_step", self.eval_step, self.eval_step_kwargs))  # fmt: skip
+        for key, path, kwargs in bound:
+            where = f"train.{key}_kwargs"
+            check(isinstance(kwargs, dict), where, f"expected a mapping, got {kwargs!r}")
+            check(not kwargs or bool(path), where, f"given without train.{key} (the keywords "
+                  "are bound to that import path's function)")  # fmt: skip
