@@ -61,6 +61,7 @@ from trainwell.engine.signals import GracefulStop, Interrupted
 from trainwell.engine.state import LoopState
 from trainwell.engine.step import Stepper
 from trainwell.engine.step_fn import LossFn, StepFn
+from trainwell.engine.stop_report import annotate
 from trainwell.engine.trainer import Evaluator, Trainer
 from trainwell.errors import Diverged, UserError
 from trainwell.loggers import check_extras
@@ -315,6 +316,7 @@ def _train(s: _Session, parts: Parts, trainer: Trainer) -> FitResult:
         trainer.end_profile()  # a run shorter than the profiler's window
         trainer.progress.close()
         summary["weights"] = ckpt.load_best_weights(run)
+        closing = annotate(trainer, summary)
         _test(trainer, eval_loader(parts.splits.test, parts.loaders, place))
         trainer.notify("on_fit_end")
         # A signal during the test: the run ends interrupted, and its resume tests again.
@@ -325,6 +327,8 @@ def _train(s: _Session, parts: Parts, trainer: Trainer) -> FitResult:
     finish(run, summary, "completed", trainer, started, s.doc)
     shown = ", ".join(f"{k} {v:.4f}" for k, v in trainer.loop.metrics.items())
     console.print(f"[green]done[/] in {summary['wall_time_s']:.1f}s: {shown}", highlight=False)
+    for line in closing:
+        console.print(line, highlight=False, markup=False, soft_wrap=True)
     console.print(f"run directory: {run.path}", highlight=False)
     return FitResult(run.path, dict(trainer.loop.metrics), summary, trainer.model)
 
