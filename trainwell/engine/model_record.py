@@ -21,7 +21,7 @@ Limits: state set after ``__init__`` that does not live in the state_dict (an at
 changed by hand) is not seen by the shape test, and only by the output test when it
 changes the outputs; arguments must be plain values (None, bools, numbers, strings,
 lists, tuples, dicts of them) or recordable modules; ``*args`` are recorded only for
-torch's containers.
+torch's containers (and ignored for torch's layers that take and drop them, nn.Tanh).
 
 Example:
     >>> from torch import nn
@@ -134,6 +134,8 @@ def _init_arguments(module: nn.Module, where: str) -> dict[str, Any]:
     for p in params:
         if p.kind is p.VAR_KEYWORD:
             continue  # extra keywords: nothing names them; the tests below catch a loss
+        if p.kind is p.VAR_POSITIONAL and cls.__module__.startswith("torch."):
+            continue  # torch's nn.Tanh(*args, **kwargs) and friends: arguments unused
         if p.kind is p.VAR_POSITIONAL:
             raise NotRecordable(f"{where}: {cls.__qualname__}.__init__ takes *{p.name}, whose "
                                 "values cannot be read back from the object")  # fmt: skip

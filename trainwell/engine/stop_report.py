@@ -68,7 +68,9 @@ def weights_line(trainer: Trainer, weights: str) -> str:
     ``Checkpointer.load_best_weights`` returned."""
     best = trainer.loop.best
     if weights.startswith("best") and best:
-        return (f"weights: best.pt holds the best {best['metric']} "
+        name = weights.split()[0]  # best.pt, or best/ for a sharded (fsdp) checkpoint
+        name = name if name.endswith(".pt") else f"{name}/"
+        return (f"weights: {name} holds the best {best['metric']} "
                 f"({_number(best['value'])}, step {best['step']}, epoch {best['epoch'] + 1}); "
                 "FitResult.model and the test metrics use it; last.pt holds the final "
                 f"state (step {trainer.loop.step})")  # fmt: skip
@@ -83,7 +85,8 @@ def best_entry(trainer: Trainer) -> dict[str, Any] | None:
     if not best:
         return None
     return {"monitor": best["metric"], "value": best["value"], "step": best["step"],
-            "epoch": best["epoch"] + 1, "file": "best.pt"}  # fmt: skip
+            "epoch": best["epoch"] + 1,
+            "file": "best" if trainer.checkpointer.sharded else "best.pt"}  # fmt: skip
 
 
 def _number(value: Any) -> str:
