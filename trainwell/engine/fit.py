@@ -37,8 +37,8 @@ from trainwell.engine.distributed import (
 from trainwell.engine.dry_run import dry_run_report
 from trainwell.engine.early_stopping import EarlyStopping, resolve_monitor
 from trainwell.engine.fsdp import is_sharded
+from trainwell.engine.given_model import attach, record_of
 from trainwell.engine.loaders import TrainData, eval_loader
-from trainwell.engine.model_record import CHECKPOINT_KEY, record_given, start_line
 from trainwell.engine.optim import build_optimizer, build_scheduler
 from trainwell.engine.overfit_run import overfit_run
 from trainwell.engine.parts import Given, Parts, build_parts
@@ -160,10 +160,7 @@ def _fit(s: _Session, dry_run: bool) -> FitResult:
     check_extras(cfg.log)  # a missing extra is news before anything is built
     quiet = s.doc.muted if s.doc is not None else contextlib.nullcontext
     parts = build_parts(cfg, place, s.given, quiet=quiet)
-    # What export/predict need to rebuild a model passed in (before any wrapping), or why not.
-    record = None if s.given.model is None else record_given(
-        parts.model, parts.steps.eval, parts.splits.train, parts.loaders.collate,
-        s.given.train_data is not None)  # fmt: skip
+    record = record_of(parts, s.given)  # how export/predict rebuild a model passed in
     if cfg.model.activation_checkpointing:
         blocks = checkpoint_activations(parts.model, cfg.model.activation_checkpointing)
         s.console.print(f"activation checkpointing: {len(blocks)} blocks recompute in "
@@ -186,10 +183,7 @@ def _fit(s: _Session, dry_run: bool) -> FitResult:
             raise UserError("doctor.overfit_batch=true is a fresh check; it does not resume a run")
         return overfit_run(cfg, place, net, parts, data, s.console, s.doc)
     trainer = _assemble(s, parts, net, data, precision)
-    if record is not None:
-        trainer.checkpointer.extra[CHECKPOINT_KEY] = record
-        if (line := start_line(record)) is not None and not dry_run:
-            s.console.print(line, highlight=False, markup=False, soft_wrap=True)
+    attach(record, trainer.checkpointer.extra, None if dry_run else s.console)
     if dry_run:
         dry_run_report(s.console, cfg, parts, trainer)
         return FitResult(run_dir=None, metrics={}, model=trainer.model)

@@ -176,7 +176,7 @@ def rebuild(path: Path, state: dict[str, Any], model: nn.Module | None = None) -
 
 def given_model(state: dict[str, Any]) -> dict[str, Any] | None:
     """What ``fit(model=obj)`` recorded about the model, if it was passed in."""
-    from trainwell.engine.model_record import CHECKPOINT_KEY
+    from trainwell.engine.given_model import CHECKPOINT_KEY
 
     found = state.get(CHECKPOINT_KEY)
     return found if isinstance(found, dict) and "class" in found else None
@@ -185,7 +185,8 @@ def given_model(state: dict[str, Any]) -> dict[str, Any] | None:
 def model_from_record(given: dict[str, Any], path: Path) -> nn.Module:
     """The model a ``fit(model=obj)`` run recorded, or one line saying why there is none
     and the Python way to load it."""
-    from trainwell.engine.model_record import load_hint, rebuild
+    from trainwell.engine.given_model import load_hint
+    from trainwell.engine.model_record import rebuild
 
     run = _run_of(path)
     if given.get("record") is None:
