@@ -4,6 +4,7 @@ on a text classifier with a padding collate and a user step (the issue's case)."
 from __future__ import annotations
 
 import csv
+import json
 import math
 import textwrap
 
@@ -64,8 +65,8 @@ def test_u_shape_stops_in_the_tail_and_suggests_on_the_way_down(seed):
     suggestion = suggest_lr(lrs, smoothed, losses=losses)
     assert suggestion is not None
     assert suggestion <= lr_at_min(lrs, smoothed)
-    # The steepest fall of the raw curve is at 1e-3; the EMA lags it by a few steps.
-    assert 1e-4 < suggestion < 3e-2, suggestion
+    # The steepest fall of the curve is at 1e-3.
+    assert 3e-4 < suggestion < 4e-3, suggestion
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -87,7 +88,8 @@ def test_monotone_decreasing_runs_to_the_end_and_suggests_the_steep_part(seed):
     lrs, losses, smoothed, why = run_test(curve("decreasing", seed))
     assert why == "end_lr reached"
     suggestion = suggest_lr(lrs, smoothed, losses=losses)
-    assert suggestion is not None and 1e-3 < suggestion < 0.3, suggestion
+    # The steepest fall of the curve is at 1e-2.
+    assert suggestion is not None and 2e-3 < suggestion < 5e-2, suggestion
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -98,7 +100,9 @@ def test_the_issues_classifier_curve_stops_and_never_suggests_past_the_minimum(s
     assert max(smoothed) < 4 * min(smoothed)
     suggestion = suggest_lr(lrs, smoothed, losses=losses)
     assert suggestion is not None and suggestion <= lr_at_min(lrs, smoothed)
-    assert suggestion < 0.1  # the old rule picked ~3 from the tail
+    # The steepest fall is at 10**-3.5 (the old rule, on such curves, picked from the
+    # noise at the start or the tail).
+    assert 5e-5 < suggestion < 2e-3, suggestion
 
 
 @pytest.mark.parametrize(("at", "height"), [(40, 15.0), (55, 25.0), (70, 8.0)])
@@ -229,12 +233,13 @@ def test_lr_find_on_a_padded_text_classifier_with_a_user_step(tmp_path):
     shown = float(proc.stdout.split("optim.lr=")[1].split()[0])
     lowest = min(rows, key=lambda r: r["smoothed"])
     assert shown <= lowest["lr"] * 1.05, (shown, lowest)
-    # The suggestion trains; the lr the old rule suggested on such a curve (3.3) does not.
+    # The suggestion trains; the start of the range does not (about the majority class).
     accuracy = {}
-    for lr in (shown, 3.3):
+    for lr in (shown, rows[0]["lr"]):
         proc = run_subprocess(["train", "--config", "text.yaml", f"optim.lr={lr}",
                                f"run.dir=run-{lr:.3g}"], tmp_path)  # fmt: skip
         assert proc.returncode == 0, proc.stderr[-2000:]
-        accuracy[lr] = float(proc.stdout.split("val/accuracy ")[-1].split(",")[0].split()[0])
+        summary = json.loads((tmp_path / f"run-{lr:.3g}" / "summary.json").read_text())
+        accuracy[lr] = summary["final"]["val/accuracy"]
     assert accuracy[shown] > 0.8, accuracy
-    assert accuracy[shown] > accuracy[3.3] + 0.1, accuracy
+    assert accuracy[shown] > accuracy[rows[0]["lr"]] + 0.15, accuracy

@@ -14,10 +14,13 @@
   times the best, so the 4x rule alone never fires. The median keeps a spike (a
   single bad batch) from stopping the test, and does not lag as the average does.
 
-**Suggest.** The lr where the smoothed loss falls fastest against log10(lr), looked for
-*only up to the minimum of the smoothed loss*: past the minimum the curve is the
-divergence, whose noise and recoveries (a smoothed loss falling back after a spike)
-give steep "falls" that are no advice at all. With too few points before the minimum,
+**Suggest.** The lr where the loss falls fastest against log10(lr), looked for *only up
+to the minimum of the smoothed loss* (and of a centred average, which does not lag):
+past the minimum the curve is the divergence, whose noise and recoveries (a smoothed
+loss falling back after a spike) give steep "falls" that are no advice at all. The
+slope is a least-squares fit over a centred window of an eighth of the curve, on the
+raw losses with their spikes taken out: the moving average lags, and its first
+(bias-corrected) points are too noisy to differentiate. With too few points before the minimum,
 the suggestion is a tenth of the minimum's lr (fastai's ``lr_min / 10``). A curve that
 never falls by more than its noise (and at least :data:`MIN_FALL` of its level) gets no
 suggestion. The suggestion is never above the lr of the minimum.
@@ -132,23 +135,46 @@ def suggest_lr(
     start = _start_level(raw) if raw is not None else max(values[begin : lowest + 1])
     if not _significant(start - values[lowest], start, raw, lowest):
         return None
+    x = np.log10([lrs[i] for i in keep])
     if raw is not None and all(math.isfinite(v) for v in raw):
-        # The slope is read on the average of the raw losses with their spikes (one bad
-        # batch) taken out: a spike's slow decay in the average is no fall of the loss.
-        values = smooth(_despiked(raw))
-        lowest = min(lowest, begin + int(np.argmin(values[begin:end])))
-    points = [(lrs[i], v) for i, v in zip(keep, values)]
-    # Up to the minimum, inclusive: the fastest fall is before it, never past it.
-    window = points[begin : lowest + 1]
-    if len(window) < 3:
-        return points[lowest][0] / 10  # fastai's lr_min / 10
-    x = np.log10([lr for lr, _ in window])
-    y = np.array([s for _, s in window])
-    slope = np.gradient(y, x)
-    steepest = int(np.argmin(slope[:-1]))  # the minimum itself is flat by definition
+        # The slope is read on the raw losses with their spikes (one bad batch) taken out,
+        # not on the moving average: the average lags, its early (bias-corrected) points
+        # are noisy, and a spike's slow decay in it is no fall of the loss.
+        values = _despiked(raw)
+    slope = _local_slopes(x, np.asarray(values, dtype=float), _width(len(keep)))
+    # A centred fit has no lag: its own minimum may come before the average's.
+    level = _local_means(np.asarray(values, dtype=float), _width(len(keep)))
+    lowest = min(lowest, begin + int(np.argmin(level[begin:end])))
+    # Up to the minimum: the fastest fall is before it, never past it.
+    if lowest - begin < 3:
+        return lrs[keep[lowest]] / 10  # fastai's lr_min / 10
+    steepest = begin + int(np.argmin(slope[begin:lowest]))
     if slope[steepest] >= 0:
-        return points[lowest][0] / 10
-    return window[steepest][0]
+        return lrs[keep[lowest]] / 10
+    return lrs[keep[steepest]]
+
+
+def _width(n: int) -> int:
+    """Points in each local fit: an eighth of the curve, at least 5, odd."""
+    return max(5, n // 8) | 1
+
+
+def _local_slopes(x: np.ndarray, y: np.ndarray, width: int) -> np.ndarray:
+    """The least-squares slope of ``y`` against ``x`` over a window centred on each point
+    (shorter at the ends): the derivative, with the noise of ``width`` points averaged."""
+    half = width // 2
+    out = np.empty(len(y))
+    for i in range(len(y)):
+        xs, ys = x[max(0, i - half) : i + half + 1], y[max(0, i - half) : i + half + 1]
+        dx = xs - xs.mean()
+        var = float((dx * dx).sum())
+        out[i] = float((dx * (ys - ys.mean())).sum()) / var if var > 0 else 0.0
+    return out
+
+
+def _local_means(y: np.ndarray, width: int) -> np.ndarray:
+    half = width // 2
+    return np.array([y[max(0, i - half) : i + half + 1].mean() for i in range(len(y))])
 
 
 def _despiked(losses: Sequence[float], width: int = MEDIAN_OF) -> list[float]:
