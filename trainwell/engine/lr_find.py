@@ -10,8 +10,8 @@ loss back up by half of its fall (a clipped classifier returns to the majority-c
 loss rather than exploding). Beyond that point the weights are ruined and the curve says
 nothing more. The rules are in :mod:`trainwell.engine.lr_curve`.
 
-The suggested lr is where the smoothed loss falls fastest against log10(lr), looked for
-before the minimum of the smoothed loss only (never past it; with too few points before
+The suggested lr is where the loss falls fastest against log10(lr), looked for before
+the minimum of the smoothed loss only (never past it; with too few points before
 it, a tenth of the minimum's lr, as fastai's ``lr_min / 10``): low enough to be stable,
 high enough to learn fast. The lr with the lowest loss is shown too; it is already near
 the edge of divergence, so train below it.
@@ -67,7 +67,7 @@ class LRFindResult:
     Attributes:
         lrs, losses, smoothed: per optimizer step taken, the lr, the step's loss and the
             smoothed loss.
-        suggestion: the lr where the smoothed loss falls fastest before its minimum
+        suggestion: the lr where the loss falls fastest before the smoothed minimum
             (a tenth of the minimum's lr with too few points before it), or ``None`` when
             it never falls by more than its noise (or too few steps ran).
         min_loss_lr: the lr of the lowest smoothed loss (``None`` if none was finite).
@@ -286,8 +286,8 @@ def _report(console: Console, result: LRFindResult, end_lr: float) -> None:
     rows = [("stopped at", stopped)]
     if result.suggestion is not None:
         at = result.lrs.index(result.suggestion)
-        rows.append(("suggested lr", f"{result.suggestion:.2g}   the smoothed loss falls "
-                     f"fastest here, before its minimum ({result.smoothed[at]:.4g})"
+        rows.append(("suggested lr", f"{result.suggestion:.2g}   the loss falls fastest "
+                     f"here, before its minimum (smoothed {result.smoothed[at]:.4g})"
                      if result.suggestion in result.lrs else f"{result.suggestion:.2g}   a "
                      "tenth of the min-loss lr (too few points before the minimum)"))  # fmt: skip
     else:
