@@ -12,6 +12,8 @@ Every checkpoint holds it under ``"model_record"`` (loadable with ``weights_only
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -23,54 +25,56 @@ from trainwell.engine.model_record import describe
 CHECKPOINT_KEY = "model_record"
 
 
-class _Captured(Exception):
-    """Raised by the forward pre-hook once the step has called the model."""
-
-
-def capture_inputs(model: nn.Module, step: Any, batch: Any) -> tuple[tuple, dict] | None:
-    """``(args, kwargs)`` the step passes to ``model`` for ``batch`` (detached, on the
-    CPU), found by stopping the step at the model's forward; ``None`` if it never calls it."""
+@contextlib.contextmanager
+def first_call(model: nn.Module) -> Iterator[list[tuple[tuple, dict]]]:
+    """Inside: the ``(args, kwargs)`` of ``model``'s first forward call are appended to
+    the list yielded (detached copies, on the CPU). The dry step runs inside, so no step
+    of the user's runs once more for it (a stateful metric would count it)."""
     seen: list[tuple[tuple, dict]] = []
 
     def hook(_module: nn.Module, args: tuple, kwargs: dict) -> None:
-        seen.append((args, kwargs))
-        raise _Captured
+        if not seen:
+            seen.append(
+                (tuple(_copied(a) for a in args), {k: _copied(v) for k, v in kwargs.items()})
+            )
 
     handle = model.register_forward_pre_hook(hook, with_kwargs=True)
     try:
-        with torch.no_grad():
-            step(model, batch)
-    except _Captured:
-        pass
-    except Exception:  # noqa: BLE001 - the dry step reports the step's own errors
-        return None
+        yield seen
     finally:
         handle.remove()
-    if not seen:
-        return None
-    from trainwell.engine.batch import to_device
 
-    args, kwargs = seen[0]
-    detached = to_device((args, kwargs), torch.device("cpu"))
-    return tuple(detached[0]), dict(detached[1])
+
+def _copied(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        # The dry step may run under inference_mode: a clone outside it is a normal tensor.
+        with torch.inference_mode(False):
+            return value.detach().cpu().clone()
+    if isinstance(value, (list, tuple)):
+        return type(value)(_copied(v) for v in value) if type(value) in (list, tuple) else value
+    if isinstance(value, dict):
+        return {k: _copied(v) for k, v in value.items()}
+    return value
+
+
+def labels_of(batch: Any) -> torch.Tensor | None:
+    """The targets of a batch, as export reads them (a pair's second, a dict's labels)."""
+    found: Any = None
+    if isinstance(batch, (tuple, list)) and len(batch) == 2:
+        found = batch[1]
+    elif isinstance(batch, dict):
+        keys = ("labels", "label", "targets", "target", "y")
+        found = next((batch[k] for k in keys if k in batch), None)
+    return found.detach().cpu() if isinstance(found, torch.Tensor) else None
 
 
 def record_given(
-    model: nn.Module, eval_step: Any, train_data: Any, collate: Any, data_given: bool
+    model: nn.Module, example: tuple[tuple, dict] | None, labels: Any, data_given: bool
 ) -> dict[str, Any]:
     """What a checkpoint keeps about a model passed to ``fit(model=obj)``: the class, the
     proven record or the reason there is none, and (data passed in too, so the config's
-    data is not the run's) the model's inputs for the first two samples, which export
-    traces and checks with and predict reads the input spec from."""
-    from trainwell.engine.loaders import first_samples
-
-    example, labels = None, None
-    try:
-        batch = first_samples(train_data, 2, collate)
-        example = capture_inputs(model, eval_step, batch)
-        labels = _labels(batch)
-    except Exception:  # noqa: BLE001 - the dry step already reported a data set that fails
-        example = None
+    data is not the run's) the model's inputs for the dry step's two samples, which
+    export traces and checks with and predict reads the input spec from."""
     found = describe(model, example)
     return {
         "class": found.cls_name,
@@ -82,24 +86,14 @@ def record_given(
     }
 
 
-def _labels(batch: Any) -> torch.Tensor | None:
-    """The targets of a batch, as export reads them (a pair's second, a dict's labels)."""
-    found: Any = None
-    if isinstance(batch, (tuple, list)) and len(batch) == 2:
-        found = batch[1]
-    elif isinstance(batch, dict):
-        keys = ("labels", "label", "targets", "target", "y")
-        found = next((batch[k] for k in keys if k in batch), None)
-    return found.detach().cpu() if isinstance(found, torch.Tensor) else None
-
-
 def record_of(parts: Any, given: Any) -> dict[str, Any] | None:
     """:func:`record_given` for ``fit``'s parts and what it was given (``None`` when the
     model came from the config, which rebuilds it). Called before any wrapping."""
     if given.model is None:
         return None
-    return record_given(parts.model, parts.steps.eval, parts.splits.train,
-                        parts.loaders.collate, given.train_data is not None)  # fmt: skip
+    task = parts.task
+    return record_given(parts.model, task.example, task.example_labels,
+                        given.train_data is not None)  # fmt: skip
 
 
 def attach(record: dict[str, Any] | None, extra: dict[str, Any], console: Any) -> None:

@@ -25,6 +25,7 @@ from torch import nn
 
 from trainwell.data import DataSplits, check_labels, targets_of
 from trainwell.engine.batch import sample_count, to_device
+from trainwell.engine.given_model import first_call, labels_of
 from trainwell.engine.step_fn import (
     CLASS_INDEX_LOSSES,
     NARROW_INTS,
@@ -54,6 +55,10 @@ class Task:
     ignore_index: int | None = None
     # The metric names a user's eval step returned on the dry batch (None: the loss's).
     eval_metrics: frozenset[str] | None = None
+    # The model's first call in the dry step, (args, kwargs) on the CPU, and the batch's
+    # targets (see trainwell.engine.given_model).
+    example: tuple[tuple, dict] | None = None
+    example_labels: torch.Tensor | None = None
 
     @property
     def has_accuracy(self) -> bool:
@@ -72,14 +77,17 @@ def preflight(
 ) -> Task:
     """The dry step on ``first_batch()``: checks the step's outputs (or, for the step built
     from a loss, the shapes and labels)."""
-    with _untouched(model):
+    with _untouched(model), first_call(model) as seen:
         batch = to_device(first_batch(), device)
         if steps.default:
             task = _check_loss_step(model, steps, splits, batch)
             if not isinstance(steps.eval, LossStep):  # the user's eval step decides
                 task.eval_metrics = _eval_names(model, steps, batch)
-            return task
-        return Task(eval_metrics=_check_user_step(model, steps, batch))
+        else:
+            task = Task(eval_metrics=_check_user_step(model, steps, batch))
+    # The model's inputs for these samples: what fit(model=obj) keeps for export.
+    task.example, task.example_labels = (seen[0] if seen else None), labels_of(batch)
+    return task
 
 
 @contextlib.contextmanager
