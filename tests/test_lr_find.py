@@ -33,10 +33,9 @@ def test_suggestion_is_in_range_where_the_smoothed_loss_falls_fastest(found):
     # The loss falls through the suggestion, and has not bottomed out yet there.
     assert s[i + 2] < s[i] < s[i - 2]
     assert found.suggestion < found.min_loss_lr
-    # The steepest fall, by central differences over the points the suggestion considers
-    # (the first ten and the last one are left out); the lrs are evenly spaced in log10.
-    falls = {k: s[k - 1] - s[k + 1] for k in range(11, len(s) - 2)}
-    assert falls[i] == pytest.approx(max(falls.values()), rel=1e-6)
+    # The raw loss falls through it too: the steps before are higher than those after.
+    raw = found.losses
+    assert sorted(raw[i - 6 : i])[3] > sorted(raw[i : i + 6])[3]
 
 
 def test_the_suggested_lr_trains_better_than_the_start_of_the_range(found, tmp_path):
@@ -71,11 +70,17 @@ def test_divergence_stops_the_test_early(tmp_path):
     cfg = load_config(overrides=[*SYNTHETIC, "train.precision=fp32", "train.grad_clip=0"])
     result = lr_find(cfg, start_lr=1e-4, end_lr=1e6, steps=80, output=tmp_path, console=QUIET)
     taken = len(result.lrs)
-    assert result.stop_reason == "diverged" and taken < 80
-    # It stopped at the first step whose smoothed loss passed 4x the best before it.
+    assert result.stop_reason in ("diverged", "loss rose back") and taken < 80
+    # It stopped at the first step whose smoothed loss passed 4x the best before it, or
+    # (before that) whose recent raw losses gave back half of the fall.
     smoothed = result.smoothed
-    assert smoothed[-1] > 4 * min(smoothed[:-1])
     assert all(smoothed[k] <= 4 * min(smoothed[:k]) for k in range(1, taken - 1))
+    if result.stop_reason == "diverged":
+        assert smoothed[-1] > 4 * min(smoothed[:-1])
+    else:
+        best = min(smoothed[10:-1])
+        assert sorted(result.losses[-9:])[4] > best + 0.5 * (sorted(result.losses[:10])[4]
+                                                             - best)  # fmt: skip
     # Below the divergence, a suggestion still comes out of the points before it.
     assert result.suggestion is not None and result.suggestion < result.lrs[-1]
     with open(result.output / "lr_find.csv") as f:

@@ -5,6 +5,7 @@ Example:
     >>> cfg = trainwell.load_config(overrides=["train.epochs=1"])
     >>> result = trainwell.fit(cfg)  # doctest: +SKIP
     >>> result.run_dir, result.metrics["test/accuracy"]  # doctest: +SKIP
+    >>> model = trainwell.load_model(result.run_dir)  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from trainwell import doctor  # noqa: E402
 from trainwell.config import Config, load_config  # noqa: E402
 from trainwell.engine.fit import FitResult, fit  # noqa: E402
 from trainwell.errors import UserError  # noqa: E402
+from trainwell.export.load import load_model  # noqa: E402
 
 # Last: the function shadows the subpackage's name on this module, as the issue's
 # ``trainwell.predict(...)`` wants; ``from trainwell.predict import ...`` still works.
@@ -28,5 +30,6 @@ __all__ = [
     "doctor",
     "fit",
     "load_config",
+    "load_model",
     "predict",
 ]

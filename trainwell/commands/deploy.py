@@ -39,7 +39,8 @@ def _export(sub: argparse._SubParsersAction) -> None:
         "export",
         help="export a run's model to ONNX, TorchScript or safetensors, checked for parity",
         description="Rebuild the model of a run directory (its best.pt, else last.pt) or a "
-        "checkpoint from its config, export it, and compare the artifact with the PyTorch "
+        "checkpoint from its config (or the class and arguments fit(model=...) recorded), "
+        "export it, and compare the artifact with the PyTorch "
         "model on real batches of several sizes (exit code 1 when they disagree; nothing is "
         "written then). safetensors files are also read back bit for bit.",
     )

@@ -64,6 +64,8 @@ class Checkpointer:
     callbacks: Callbacks = field(default_factory=Callbacks)
     # Set once the run directory is open (the loggers write into it).
     loggers: Loggers = field(default_factory=Loggers)
+    # More entries for every checkpoint (fit(model=obj)'s model_record).
+    extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         # The config does not change during a run; converting it costs milliseconds.
@@ -108,6 +110,7 @@ class Checkpointer:
             "rng": rng_state(),
             "config": self.config_dict,
             "versions": {"trainwell": trainwell.__version__, "torch": str(torch.__version__)},
+            **self.extra,
         }
 
     def load_state_dict(self, state: dict[str, Any], path: Path | None = None) -> None:

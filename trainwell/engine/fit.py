@@ -38,6 +38,7 @@ from trainwell.engine.dry_run import dry_run_report
 from trainwell.engine.early_stopping import EarlyStopping
 from trainwell.engine.evaluate import Evaluator
 from trainwell.engine.fsdp import is_sharded
+from trainwell.engine.given_model import attach, record_of
 from trainwell.engine.given_optim import optimization
 from trainwell.engine.loaders import TrainData, eval_loader
 from trainwell.engine.metric_objects import split_metrics
@@ -63,6 +64,7 @@ from trainwell.engine.signals import GracefulStop, Interrupted
 from trainwell.engine.state import LoopState
 from trainwell.engine.step import Stepper
 from trainwell.engine.step_fn import LossFn, StepFn
+from trainwell.engine.stop_report import annotate
 from trainwell.engine.trainer import Trainer
 from trainwell.errors import Diverged, UserError
 from trainwell.loggers import check_extras
@@ -171,6 +173,7 @@ def _fit(s: _Session, dry_run: bool) -> FitResult:
     check_extras(cfg.log)  # a missing extra is news before anything is built
     quiet = s.doc.muted if s.doc is not None else contextlib.nullcontext
     parts = build_parts(cfg, place, s.given, quiet=quiet)
+    record = record_of(parts, s.given)  # how export/predict rebuild a model passed in
     if cfg.model.activation_checkpointing:
         blocks = checkpoint_activations(parts.model, cfg.model.activation_checkpointing)
         s.console.print(f"activation checkpointing: {len(blocks)} blocks recompute in "
@@ -193,6 +196,7 @@ def _fit(s: _Session, dry_run: bool) -> FitResult:
             raise UserError("doctor.overfit_batch=true is a fresh check; it does not resume a run")
         return overfit_run(cfg, place, net, parts, data, s.console, s.doc)
     trainer = _assemble(s, parts, net, data, precision)
+    attach(record, trainer.checkpointer.extra, None if dry_run else s.console)
     if dry_run:
         dry_run_report(s.console, cfg, parts, trainer)
         return FitResult(run_dir=None, metrics={}, model=trainer.model)
@@ -315,6 +319,7 @@ def _train(s: _Session, parts: Parts, trainer: Trainer) -> FitResult:
         trainer.end_profile()  # a run shorter than the profiler's window
         trainer.progress.close()
         summary["weights"] = ckpt.load_best_weights(run)
+        closing = annotate(trainer, summary)
         _test(trainer, eval_loader(parts.splits.test, parts.loaders, place))
         trainer.notify("on_fit_end")
         # A signal during the test: the run ends interrupted, and its resume tests again.
@@ -325,6 +330,8 @@ def _train(s: _Session, parts: Parts, trainer: Trainer) -> FitResult:
     finish(run, summary, "completed", trainer, started, s.doc)
     shown = ", ".join(f"{k} {v:.4f}" for k, v in trainer.loop.metrics.items())
     console.print(f"[green]done[/] in {summary['wall_time_s']:.1f}s: {shown}", highlight=False)
+    for line in closing:
+        console.print(line, highlight=False, markup=False, soft_wrap=True)
     console.print(f"run directory: {run.path}", highlight=False)
     return FitResult(run.path, dict(trainer.loop.metrics), summary, trainer.model)
 

@@ -5,12 +5,16 @@ The run's own model, data, loss and optimizer are built as ``trainwell train`` b
 weights), then trained for a short while as the learning rate rises exponentially from
 ``start_lr`` to ``end_lr``, one value per optimizer step. The loss is smoothed with an
 exponential moving average (bias-corrected, as Adam's moments are), and the run stops
-once the smoothed loss leaves four times its best or stops being finite: beyond that
-point the weights are ruined and the curve says nothing more.
+once the loss diverges: not finite, the smoothed loss past four times its best, or the
+loss back up by half of its fall (a clipped classifier returns to the majority-class
+loss rather than exploding). Beyond that point the weights are ruined and the curve says
+nothing more. The rules are in :mod:`trainwell.engine.lr_curve`.
 
-The suggested lr is where the smoothed loss falls fastest against log10(lr) (Lightning's
-``suggestion()``): low enough to be stable, high enough to learn fast. The lr with the
-lowest loss is shown too; it is already near the edge of divergence, so train below it.
+The suggested lr is where the loss falls fastest against log10(lr), looked for before
+the minimum of the smoothed loss only (never past it; with too few points before
+it, a tenth of the minimum's lr, as fastai's ``lr_min / 10``): low enough to be stable,
+high enough to learn fast. The lr with the lowest loss is shown too; it is already near
+the edge of divergence, so train below it.
 
 Nothing of the trained weights is kept, no checkpoint is read or written, and ``run.dir``
 is never touched: the outputs (``lr_find.csv``, ``lr_find.png``) go to their own folder.
@@ -26,7 +30,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 from rich.console import Console
 from torch import nn
 from torch.utils.data import Dataset
@@ -34,6 +37,15 @@ from torch.utils.data import Dataset
 from trainwell.config import Config, load_config
 from trainwell.engine.distributed import Placement, resolve_device
 from trainwell.engine.loaders import TrainData
+from trainwell.engine.lr_curve import (
+    DIVERGE_FACTOR,
+    SKIP_END,
+    SMOOTHING,
+    suggest_lr,
+)
+from trainwell.engine.lr_curve import (
+    stop_reason as curve_stop,
+)
 from trainwell.engine.optim import build_optimizer
 from trainwell.engine.parts import Given, build_parts
 from trainwell.engine.precision import Precision, resolve_precision
@@ -44,14 +56,8 @@ from trainwell.engine.step import Stepper
 from trainwell.engine.step_fn import LossFn, StepFn
 from trainwell.errors import UserError
 
-# Weight of the past in the loss average: about the last 50 steps count (fastai, Lightning).
-SMOOTHING = 0.98
-# Stop once the smoothed loss exceeds this multiple of its best so far (fastai, Lightning).
-DIVERGE_FACTOR = 4.0
-# Points left out of the suggestion: the first ones, while the average is still settling,
-# and the last one, usually the jump that stopped the test (Lightning's skip_begin/end).
-SKIP_START = 10
-SKIP_END = 1
+# The curve's rules (stop, suggestion) and constants live in lr_curve, unit-tested there.
+__all__ = ["DIVERGE_FACTOR", "SMOOTHING", "LRFindResult", "lr_find", "suggest_lr"]
 
 
 @dataclass
@@ -61,10 +67,12 @@ class LRFindResult:
     Attributes:
         lrs, losses, smoothed: per optimizer step taken, the lr, the step's loss and the
             smoothed loss.
-        suggestion: the lr where the smoothed loss falls fastest, or ``None`` when it
-            never falls (or too few steps ran).
+        suggestion: the lr where the loss falls fastest before the smoothed minimum
+            (a tenth of the minimum's lr with too few points before it), or ``None`` when
+            it never falls by more than its noise (or too few steps ran).
         min_loss_lr: the lr of the lowest smoothed loss (``None`` if none was finite).
-        stop_reason: ``"end_lr reached"``, ``"diverged"`` or ``"non-finite loss"``.
+        stop_reason: ``"end_lr reached"``, ``"diverged"`` (4x the best),
+            ``"loss rose back"`` (half of the fall given back) or ``"non-finite loss"``.
         steps: the steps asked for (``len(lrs)`` were taken).
         output: the folder holding ``lr_find.csv`` and ``lr_find.png``.
         seconds: wall time of the test.
@@ -105,10 +113,12 @@ class LRFindResult:
             low, high = min(finite), max(finite[: len(finite) - SKIP_END] or finite)
             pad = 0.05 * (high - low) or 0.05 * abs(high) or 0.1
             ax.set_ylim(low - pad, high + pad)
-        if self.suggestion is not None:
+        if self.suggestion is not None and self.suggestion in self.lrs:
             at = self.lrs.index(self.suggestion)
             ax.plot([self.suggestion], [self.smoothed[at]], "o", color="C3", markersize=9,
                     label=f"suggested lr {self.suggestion:.2g}")  # fmt: skip
+        elif self.suggestion is not None:
+            ax.axvline(self.suggestion, color="C3", label=f"suggested lr {self.suggestion:.2g}")
         if self.min_loss_lr is not None:
             ax.axvline(self.min_loss_lr, color="0.5", linestyle=":",
                        label=f"min-loss lr {self.min_loss_lr:.2g}")  # fmt: skip
@@ -198,7 +208,7 @@ def lr_find(
     lrs: list[float] = []
     losses: list[float] = []
     smoothed: list[float] = []
-    average, best = 0.0, math.inf
+    average = 0.0
     stop_reason = "end_lr reached"
     parts.model.train()
     for i in range(steps):
@@ -214,15 +224,12 @@ def lr_find(
         lrs.append(lr)
         losses.append(loss)
         smoothed.append(smooth)
-        if not math.isfinite(smooth):
-            stop_reason = "non-finite loss"
+        stopped = curve_stop(losses, smoothed)
+        if stopped is not None:
+            stop_reason = stopped
             break
-        if i > 0 and smooth > DIVERGE_FACTOR * best:
-            stop_reason = "diverged"
-            break
-        best = min(best, smooth)
 
-    suggestion = suggest_lr(lrs, smoothed)
+    suggestion = suggest_lr(lrs, smoothed, losses=losses)
     finite = [(s, lr) for lr, s in zip(lrs, smoothed) if math.isfinite(s)]
     result = LRFindResult(
         lrs=lrs,
@@ -247,35 +254,6 @@ def lr_find(
     return result
 
 
-def suggest_lr(
-    lrs: list[float], smoothed: list[float], skip_start: int = SKIP_START, skip_end: int = SKIP_END
-) -> float | None:
-    """The lr where ``smoothed`` falls fastest against log10(lr), or ``None`` if it never falls.
-
-    The first ``skip_start`` and last ``skip_end`` points are left out (fewer on a short
-    curve: at most a fifth and a tenth of it), as are non-finite ones.
-
-    Example:
-        >>> lrs = [10 ** (-6 + k / 4) for k in range(25)]            # 1e-6 .. 1
-        >>> curve = [2.0 / (1 + (lr / 1e-3) ** 2) + 0.1 for lr in lrs]  # falls around 1e-3
-        >>> f"{suggest_lr(lrs, curve):.1e}"
-        '1.0e-03'
-    """
-    points = [(lr, s) for lr, s in zip(lrs, smoothed) if math.isfinite(s)]
-    begin = min(skip_start, len(points) // 5)
-    end = min(skip_end, len(points) // 10)
-    points = points[begin : len(points) - end]
-    if len(points) < 3:
-        return None
-    x = np.log10([lr for lr, _ in points])
-    y = np.array([s for _, s in points])
-    slope = np.gradient(y, x)
-    steepest = int(np.argmin(slope))
-    if slope[steepest] >= 0:
-        return None
-    return points[steepest][0]
-
-
 def _check_range(start_lr: float, end_lr: float, steps: int) -> None:
     for flag, value in (("--start-lr", start_lr), ("--end-lr", end_lr)):
         if not (math.isfinite(value) and value > 0):
@@ -295,6 +273,12 @@ def _report(console: Console, result: LRFindResult, end_lr: float) -> None:
             f"step {taken} of {result.steps}: the smoothed loss passed {DIVERGE_FACTOR:g}x its "
             f"best at lr {result.lrs[-1]:.2g} (diverged)"
         )
+    elif result.stop_reason == "loss rose back":
+        stopped = (
+            f"step {taken} of {result.steps}: the loss gave back half of its fall at lr "
+            f"{result.lrs[-1]:.2g} (diverged: a classifier's loss climbs back to the "
+            "majority-class level rather than exploding)"
+        )
     else:
         stopped = (
             f"step {taken} of {result.steps}: the loss became NaN/Inf at lr {result.lrs[-1]:.2g}"
@@ -302,8 +286,10 @@ def _report(console: Console, result: LRFindResult, end_lr: float) -> None:
     rows = [("stopped at", stopped)]
     if result.suggestion is not None:
         at = result.lrs.index(result.suggestion)
-        rows.append(("suggested lr", f"{result.suggestion:.2g}   the smoothed loss falls "
-                     f"fastest here ({result.smoothed[at]:.4g})"))  # fmt: skip
+        rows.append(("suggested lr", f"{result.suggestion:.2g}   the loss falls fastest "
+                     f"here, before its minimum (smoothed {result.smoothed[at]:.4g})"
+                     if result.suggestion in result.lrs else f"{result.suggestion:.2g}   a "
+                     "tenth of the min-loss lr (too few points before the minimum)"))  # fmt: skip
     else:
         rows.append(("suggested lr", "none: the smoothed loss never fell; widen the range "
                      "(a lower --start-lr, a higher --end-lr) or more --steps"))  # fmt: skip

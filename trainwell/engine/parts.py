@@ -23,7 +23,14 @@ from trainwell.engine.distributed import Placement
 from trainwell.engine.loaders import LoaderSettings, first_samples, loader_settings
 from trainwell.engine.preflight import Task, preflight
 from trainwell.engine.seeding import seed_everything, set_deterministic
-from trainwell.engine.step_fn import LossFn, LossStep, StepFn, Steps, ignore_index_of
+from trainwell.engine.step_fn import (
+    LossFn,
+    LossStep,
+    StepFn,
+    Steps,
+    bind_kwargs,
+    ignore_index_of,
+)
 from trainwell.errors import UserError
 from trainwell.imports import resolve
 from trainwell.models import build_model
@@ -110,8 +117,11 @@ def _splits(cfg: Config, given: Given, steps: Steps) -> DataSplits:
 
 def build_steps(cfg: Config, given: Given, device: torch.device) -> Steps:
     """The train and eval steps: the user's (``fit(step_fn=)``, ``train.step``) or the loss's."""
-    step = given.step_fn or _resolve_fn(cfg.train.step, "train.step")
-    eval_step = given.eval_step_fn or _resolve_fn(cfg.train.eval_step, "train.eval_step")
+    step = given.step_fn or bind_kwargs(_resolve_fn(cfg.train.step, "train.step"),
+                                        cfg.train.step_kwargs, "train.step_kwargs")  # fmt: skip
+    eval_step = given.eval_step_fn or bind_kwargs(_resolve_fn(
+        cfg.train.eval_step, "train.eval_step"), cfg.train.eval_step_kwargs,
+        "train.eval_step_kwargs")  # fmt: skip
     if step is None:
         loss_fn = given.loss_fn or build_loss(cfg, device)
         return Steps(LossStep(loss_fn), eval_step or LossStep(loss_fn, accuracy=True), loss_fn)

@@ -25,6 +25,7 @@ from torch import nn
 
 from trainwell.data import DataSplits, check_labels, targets_of
 from trainwell.engine.batch import sample_count, to_device
+from trainwell.engine.given_model import first_call, labels_of
 from trainwell.engine.metric_guard import kept_metric_state
 from trainwell.engine.step_fn import (
     CLASS_INDEX_LOSSES,
@@ -60,6 +61,10 @@ class Task:
     train_metrics: frozenset[str] | None = None
     # A user's eval step returned "preds" and "target" (what train.metrics objects take).
     eval_inputs: bool = False
+    # The model's first call in the dry step, (args, kwargs) on the CPU, and the batch's
+    # targets (see trainwell.engine.given_model).
+    example: tuple[tuple, dict] | None = None
+    example_labels: torch.Tensor | None = None
 
     @property
     def has_accuracy(self) -> bool:
@@ -78,16 +83,18 @@ def preflight(
 ) -> Task:
     """The dry step on ``first_batch()``: checks the step's outputs (or, for the step built
     from a loss, the shapes and labels)."""
-    # Metric objects the steps update (a torchmetrics object in the user's module) get
-    # their state back too: the dry batch must not count in the first evaluation.
-    with _untouched(model), kept_metric_state(model, steps.train, steps.eval):
+    with _untouched(model), kept_metric_state(model, steps.train, steps.eval), \
+            first_call(model) as seen:
         batch = to_device(first_batch(), device)
         if steps.default:
             task = _check_loss_step(model, steps, splits, batch)
             if not isinstance(steps.eval, LossStep):  # the user's eval step decides
                 task.eval_metrics, task.eval_inputs = _eval_names(model, steps, batch)
-            return task
-        return _check_user_step(model, steps, batch)
+        else:
+            task = _check_user_step(model, steps, batch)
+    # The model's inputs for these samples: what fit(model=obj) keeps for export.
+    task.example, task.example_labels = (seen[0] if seen else None), labels_of(batch)
+    return task
 
 
 @contextlib.contextmanager
@@ -118,6 +125,7 @@ def _check_loss_step(model: nn.Module, steps: Steps, splits: DataSplits, batch: 
     model.eval()
     with torch.inference_mode():
         outputs = model(inputs)
+        _check_outputs(outputs, targets, loss_fn)
     _check_target_type(outputs, targets, loss_fn)
     if isinstance(targets, torch.Tensor) and targets.dtype in NARROW_INTS:
         targets = targets.long()  # as the step widens them
@@ -129,6 +137,41 @@ def _check_loss_step(model: nn.Module, steps: Steps, splits: DataSplits, batch: 
         return Task(True, num_classes, ignore)
     _check_broadcast(outputs, targets)
     return Task(False, None, ignore)
+
+
+def _check_outputs(outputs: Any, targets: Any, loss_fn: Any) -> None:
+    """Outputs the default step cannot hand to the loss (a dataclass, a dict, a tuple
+    from the model) are one line naming ``train.step``, not a TypeError mid-run."""
+    if isinstance(outputs, torch.Tensor):
+        return
+    try:
+        loss = loss_fn(outputs, targets)
+    except Exception:  # noqa: BLE001 - any failure of the loss on them is the news
+        loss = None
+    if isinstance(loss, torch.Tensor) and loss.numel() == 1:
+        return  # a loss (the user's own) that takes these outputs as they are
+    fields = _fields_of(outputs)
+    pick = next((f for f in ("logits", "prediction", "output", "out") if f in fields), None)
+    shown = f" ({', '.join(fields[:6])})" if fields else ""
+    attr = (f"[{pick!r}]" if isinstance(outputs, dict) else f".{pick}") if pick else "[0]"
+    raise StepError(
+        f"train.step: the model returns {type(outputs).__name__}{shown}, not a tensor, so "
+        "the default step cannot pass it to train.loss; write a step that picks the output "
+        f"(def step(model, batch): x, y = batch; return loss_fn(model(x){attr}, y)) and set "
+        "train.step: 'package.module:step' (or fit(step_fn=step))"
+    )
+
+
+def _fields_of(outputs: Any) -> list[str]:
+    import dataclasses
+
+    if isinstance(outputs, dict):
+        return [str(k) for k in outputs]
+    if dataclasses.is_dataclass(outputs):
+        return [f.name for f in dataclasses.fields(outputs)]
+    if isinstance(outputs, tuple) and hasattr(outputs, "_fields"):
+        return list(outputs._fields)
+    return []
 
 
 def _check_target_type(outputs: Any, targets: Any, loss_fn: Any) -> None:

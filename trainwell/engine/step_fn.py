@@ -130,6 +130,35 @@ def _count(value: Any, where: str) -> int:
     return int(value)
 
 
+def bind_kwargs(fn: Any, kwargs: Mapping[str, Any], key: str) -> Any:
+    """``fn`` with ``kwargs`` bound (``train.step_kwargs``), refused in one line when its
+    signature has no place for them.
+
+    Example:
+        >>> def distill(model, batch, temperature=1.0):
+        ...     return temperature
+        >>> bind_kwargs(distill, {"temperature": 4.0}, "train.step_kwargs")(None, None)
+        4.0
+    """
+    if not kwargs:
+        return fn
+    import functools
+    import inspect
+
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):
+        signature = None  # a builtin or C callable: let the call say
+    if signature is not None:
+        try:
+            signature.bind(None, None, **kwargs)
+        except TypeError as exc:
+            name = getattr(fn, "__qualname__", repr(fn))
+            params = ", ".join(signature.parameters)
+            raise UserError(f"{key}: {name}({params}) does not take them: {exc}") from None
+    return functools.partial(fn, **kwargs)
+
+
 @dataclass
 class Steps:
     """The step functions of a run; ``loss_fn`` is set for the step built from a loss."""

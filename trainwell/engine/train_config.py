@@ -47,6 +47,12 @@ class TrainConfig:
         "with update(preds, target), compute(), reset() (torchmetrics' fit as they are); "
         "fed every eval batch, logged as val/NAME and test/NAME, monitorable",
     )
+    step_kwargs: dict[str, Any] = option(
+        {}, "keyword arguments bound to train.step: fn(model, batch, **step_kwargs)"
+    )
+    eval_step_kwargs: dict[str, Any] = option(
+        {}, "keyword arguments bound to train.eval_step (without it, the train step keeps its own)"
+    )
     label_smoothing: float = option(0.0, "label smoothing for cross_entropy")
     log_every: int = option(10, "log the training loss every this many optimizer steps")
     eval_every: int = option(1, "evaluate every this many epochs")
@@ -81,3 +87,10 @@ class TrainConfig:
                 key,
                 f"{value!r} is not an import path 'package.module:fn'",
             )
+        bound = (("step", self.step, self.step_kwargs),
+                 ("eval_step", self.eval_step, self.eval_step_kwargs))  # fmt: skip
+        for key, path, kwargs in bound:
+            where = f"train.{key}_kwargs"
+            check(isinstance(kwargs, dict), where, f"expected a mapping, got {kwargs!r}")
+            check(not kwargs or bool(path), where, f"given without train.{key} (the keywords "
+                  "are bound to that import path's function)")  # fmt: skip

@@ -125,7 +125,7 @@ def labels_of(parts: RunParts, batch: Any) -> torch.Tensor | None:
 
 def raw_batches(parts: RunParts, split: str, batch_size: int) -> Iterator[Any]:
     """The collated batches of one split, in order, ``batch_size`` samples each."""
-    data = getattr(parts.splits, split)
+    data = getattr(_splits(parts), split)
     if data is None:
         have = [s for s in ("train", "val", "test") if getattr(parts.splits, s) is not None]
         raise UserError(
@@ -148,7 +148,7 @@ def raw_batches(parts: RunParts, split: str, batch_size: int) -> Iterator[Any]:
 def sample_batch(parts: RunParts, size: int) -> Any:
     """A batch of exactly ``size`` real samples (the validation split's first, repeated if
     the split is smaller), collated as training collates them."""
-    splits = parts.splits
+    splits = _splits(parts)
     data = next(d for d in (splits.val, splits.test, splits.train) if d is not None)
     if isinstance(data, DataLoader):
         data = data.dataset
@@ -160,6 +160,15 @@ def sample_batch(parts: RunParts, size: int) -> Any:
         raise UserError(f"the run's data ({parts.cfg.data.name}) yields no samples")
     samples = [pool[i % len(pool)] for i in range(size)]
     return (parts.collate or default_collate)(samples)
+
+
+def _splits(parts: RunParts) -> Any:
+    if parts.splits is None:
+        raise UserError(
+            "the run trained on data passed to fit(train_data=...), which it cannot read "
+            "back: give INPUT.npy (predict), or predict in Python on your own data"
+        )
+    return parts.splits
 
 
 def describe_task(output: torch.Tensor, labels: torch.Tensor | None) -> dict[str, Any]:

@@ -6,7 +6,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from trainwell.export.batches import Batch, describe_task, labels_of, model_inputs, sample_batch
+import torch
+
+from trainwell.engine.given_model import CHECKPOINT_KEY
+from trainwell.export.batches import (
+    Batch,
+    _named,
+    describe_task,
+    labels_of,
+    model_inputs,
+    sample_batch,
+)
 from trainwell.export.parity import run_model
 from trainwell.export.source import Loaded
 
@@ -40,6 +50,9 @@ def probe(loaded: Loaded) -> Probe:
     parts, model = loaded.parts, loaded.model
     batches = []
     for size in PARITY_SIZES:
+        if loaded.examples is not None:
+            batches.append(recorded_batch(loaded, size))
+            continue
         raw = sample_batch(parts, size)
         batches.append(Batch(model_inputs(parts, raw, model), labels_of(parts, raw)))
     index = PARITY_SIZES.index(EXAMPLE_SIZE)
@@ -63,6 +76,32 @@ def probe(loaded: Loaded) -> Probe:
         "task": task,
     }
     return Probe(example, batches, meta, names, dynamic)
+
+
+def recorded_batch(loaded: Loaded, size: int) -> Batch:
+    """A batch of ``size`` from the inputs recorded for a run whose data was passed to
+    ``fit()``: the recorded samples, then copies of them, real-valued inputs perturbed
+    (a fixed seed) so that the parity check sees distinct rows."""
+    args, kwargs = loaded.examples or ((), {})
+    named = _named(tuple(args), dict(kwargs), loaded.model, None)
+    generator = torch.Generator().manual_seed(size)
+    inputs = {name: _tiled(t, size, generator) for name, t in named.items()}
+    labels = loaded.state.get(CHECKPOINT_KEY, {}).get("example_labels")
+    if isinstance(labels, torch.Tensor) and labels.ndim:
+        labels = labels[torch.arange(size) % labels.shape[0]]
+    return Batch(inputs, labels if isinstance(labels, torch.Tensor) else None)
+
+
+def _tiled(tensor: Any, size: int, generator: torch.Generator) -> Any:
+    if not isinstance(tensor, torch.Tensor) or tensor.ndim == 0:
+        return tensor
+    n = tensor.shape[0]
+    out = tensor[torch.arange(size) % n].clone()
+    if out.is_floating_point() and size > n:
+        spread = float(tensor.float().std()) if tensor.numel() > 1 else 1.0
+        noise = torch.randn(out[n:].shape, generator=generator) * 0.1 * (spread or 1.0)
+        out[n:] += noise.to(out.dtype)
+    return out
 
 
 def _varying(tensors: list[Any]) -> list[int]:

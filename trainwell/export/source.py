@@ -37,18 +37,24 @@ class RunParts:
 
     cfg: Config
     steps: Steps
-    splits: DataSplits
+    # None for a run whose data was passed to fit(): the config's data is not the run's.
+    splits: DataSplits | None
     collate: Callable[[list], Any] | None
 
 
 @dataclass
 class Loaded:
-    """A checkpoint with its model rebuilt: eval mode, on the CPU, weights loaded."""
+    """A checkpoint with its model rebuilt: eval mode, on the CPU, weights loaded.
+
+    ``examples`` are the model's inputs for a run's first samples, recorded when its data
+    was passed to ``fit()`` (the config's data is not the run's then): ``(args, kwargs)``.
+    """
 
     path: Path
     state: dict[str, Any]
     parts: RunParts
     model: nn.Module
+    examples: tuple[tuple, dict] | None = None
 
     @property
     def step(self) -> int | None:
@@ -142,14 +148,61 @@ def read_checkpoint(path: Path) -> dict[str, Any]:
     return consolidate(path) if path.is_dir() else load_checkpoint(path)
 
 
-def rebuild(path: Path, state: dict[str, Any]) -> Loaded:
-    """:func:`load_model` for a checkpoint already loaded (``state``) from ``path``."""
+def rebuild(path: Path, state: dict[str, Any], model: nn.Module | None = None) -> Loaded:
+    """:func:`load_model` for a checkpoint already loaded (``state``) from ``path``; a
+    ``model`` given takes the weights instead of one rebuilt."""
     cfg = config_from(state.get("config"), f"checkpoint {path}")
-    parts = build_run_parts(cfg)
-    with _user_code(cfg):
-        model = build_model(cfg.model, parts.splits.num_classes, parts.splits.input_shape or ())
-    _load_weights(model, state["model"], path, cfg.model.name)
-    return Loaded(path, state, parts, model.to(CPU).eval())
+    given = given_model(state)
+    if given is not None and given.get("data_given"):
+        with _user_code(cfg):
+            parts = RunParts(cfg, build_steps(cfg, Given(), CPU), None, None)
+    else:
+        parts = build_run_parts(cfg)
+    name, passed = cfg.model.name, model is not None
+    if model is None and given is not None:
+        model, name = model_from_record(given, path), given["class"]
+    elif model is None:
+        assert parts.splits is not None, "a config-built model trained on the config's data"
+        with _user_code(cfg):
+            model = build_model(cfg.model, parts.splits.num_classes,
+                                parts.splits.input_shape or ())  # fmt: skip
+    elif given is not None:
+        name = given["class"]
+    _load_weights(model, state["model"], path, name, passed)
+    examples = given.get("example_inputs") if given is not None else None
+    return Loaded(path, state, parts, model.to(CPU).eval(), examples)
+
+
+def given_model(state: dict[str, Any]) -> dict[str, Any] | None:
+    """What ``fit(model=obj)`` recorded about the model, if it was passed in."""
+    from trainwell.engine.given_model import CHECKPOINT_KEY
+
+    found = state.get(CHECKPOINT_KEY)
+    return found if isinstance(found, dict) and "class" in found else None
+
+
+def model_from_record(given: dict[str, Any], path: Path) -> nn.Module:
+    """The model a ``fit(model=obj)`` run recorded, or one line saying why there is none
+    and the Python way to load it."""
+    from trainwell.engine.given_model import load_hint
+    from trainwell.engine.model_record import rebuild
+
+    run = _run_of(path)
+    if given.get("record") is None:
+        raise UserError(
+            f"{run}: the model was passed to fit() and cannot be rebuilt from the run: "
+            f"{given.get('reason')}. Load it in Python: {load_hint(given, run)}"
+        )
+    try:
+        return rebuild(given["record"])
+    except UserError as exc:
+        raise UserError(f"{run}: the run's model code no longer rebuilds ({exc}); load it "
+                        f"in Python: {load_hint(given, run)}") from None  # fmt: skip
+
+
+def _run_of(path: Path) -> str:
+    """The run directory of a checkpoint (the checkpoint itself when not in one)."""
+    return str(path.parent.parent if path.parent.name == "checkpoints" else path)
 
 
 @contextlib.contextmanager
@@ -169,7 +222,9 @@ def _user_code(cfg: Config) -> Iterator[None]:
         raise UserError(f"{what}: {exc}") from None
 
 
-def _load_weights(model: nn.Module, weights: Any, path: Path, name: str) -> None:
+def _load_weights(
+    model: nn.Module, weights: Any, path: Path, name: str, passed: bool = False
+) -> None:
     if not isinstance(weights, dict):
         raise UserError(
             f"checkpoint {path}: 'model' is a {type(weights).__name__}, not a state_dict"
@@ -178,16 +233,31 @@ def _load_weights(model: nn.Module, weights: Any, path: Path, name: str) -> None
     try:
         model.load_state_dict(weights)
     except (RuntimeError, TypeError, AttributeError) as exc:
-        mine = model.state_dict()
-        missing = sorted(set(mine) - set(weights))
-        extra = sorted(set(weights) - set(mine))
-        detail = f"{len(missing)} missing (e.g. {missing[:2]}), {len(extra)} unexpected"
-        if not missing and not extra:
-            detail = _first_line(exc)
+        detail = _mismatch(model.state_dict(), weights) or _first_line(exc)
+        if passed:
+            raise UserError(f"checkpoint {path}: its weights do not fit the model given "
+                            f"({type(model).__name__}: {detail}); build it with the "
+                            "arguments it was trained with") from None  # fmt: skip
         raise UserError(
             f"checkpoint {path}: its weights do not fit the model {name!r} builds ({detail}); "
-            "the model code changed since training, or the file is from another model"
+            "the model code changed since training, the file is from another model, or the "
+            "run trained a model passed to fit(model=...) before trainwell recorded it: load "
+            f"it in Python with trainwell.load_model({_run_of(path)!r}, model=...)"
         ) from None
+
+
+def _mismatch(mine: dict[str, Any], weights: dict[str, Any]) -> str:
+    missing = sorted(set(mine) - set(weights))
+    extra = sorted(set(weights) - set(mine))
+    if missing or extra:
+        return f"{len(missing)} missing (e.g. {missing[:2]}), {len(extra)} unexpected"
+    for key, value in mine.items():
+        theirs = weights[key]
+        if isinstance(value, torch.Tensor) and isinstance(theirs, torch.Tensor) \
+                and value.shape != theirs.shape:
+            return (f"{key} is {tuple(theirs.shape)} in the checkpoint, {tuple(value.shape)} "
+                    "in the model")  # fmt: skip
+    return ""
 
 
 def _unwrapped(weights: dict[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,68 @@
+"""The "Deploying a model you passed to fit" example runs as written (docs/deploy-fit.md,
+or the README once the section is merged into it)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import REPO, run_subprocess
+
+HEADING = "### Deploying a model you passed to `fit`"
+
+
+def section() -> str:
+    for path in (REPO / "README.md", REPO / "docs" / "deploy-fit.md"):
+        text = path.read_text() if path.exists() else ""
+        if HEADING in text:
+            body = text.split(HEADING, 1)[1]
+            return re.split(r"\n##+ ", body, maxsplit=1)[0]  # the next heading
+    raise AssertionError(f"no section {HEADING!r} in README.md or docs/deploy-fit.md")
+
+
+def blocks(lang: str) -> list[str]:
+    return re.findall(rf"```{lang}\n(.*?)```", section(), flags=re.S)
+
+
+def python(code: str, cwd) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{cwd}"}
+    return subprocess.run([sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=300)  # fmt: skip
+
+
+@pytest.mark.slow
+def test_the_deploy_example_runs_as_written(tmp_path):
+    files = [b for b in blocks("python") if re.match(r"# \w+\.py\n", b)]
+    for body in files:
+        (tmp_path / body.split("\n", 1)[0][2:]).write_text(body)
+    assert {"deploy_models.py", "train_deploy.py"} <= {p.name for p in tmp_path.iterdir()}
+    (commands,) = blocks("bash")
+    outputs = []
+    for line in commands.strip().splitlines():
+        args = shlex.split(line)
+        if args[0] == "python":
+            proc = python((tmp_path / args[1]).read_text(), tmp_path)
+        else:
+            assert args[0] == "trainwell"
+            proc = run_subprocess(args[1:], tmp_path, timeout=300)
+        assert proc.returncode == 0, f"{line}\n{proc.stdout[-1500:]}\n{proc.stderr[-1500:]}"
+        outputs.append(proc.stdout)
+    assert float(outputs[0].split()[-1]) > 0.7  # val/accuracy; chance is about 0.4
+    assert "cannot be rebuilt" not in outputs[0]
+    assert "wrote runs/deploy/checkpoints/best.onnx (checked)" in outputs[1]
+
+    # The run and its ONNX file predict the same classes for the same 8 inputs.
+    def classes(out: str) -> list[str]:
+        return [line.split()[1] for line in out.splitlines() if re.match(r"\s+\d+\s+\d+$", line)]
+
+    assert len(classes(outputs[2])) == 8 and classes(outputs[2]) == classes(outputs[3])
+    # The Python example: a Classifier back, in eval mode.
+    (load,) = [b for b in blocks("python") if "trainwell.load_model(" in b and "# " not in b[:2]]
+    proc = python(load + "\nprint(type(model).__name__, model.training)\n", tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.splitlines()[-1] == "Classifier False"
