@@ -1,4 +1,4 @@
-"""The metrics section (docs/metrics.md, README-ready) runs as written."""
+"""The metrics page (docs/metrics.md; the README summarizes it) runs as written."""
 
 from __future__ import annotations
 
