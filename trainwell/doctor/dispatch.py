@@ -89,6 +89,7 @@ class Dispatcher:
         self._model_names: weakref.WeakKeyDictionary[nn.Module, str] = weakref.WeakKeyDictionary()
         self._creating = 0  # inside a scheduler's constructor
         self._muted = False  # a probe is replaying a forward: no events meanwhile
+        self._ended = False  # end() speaks once: the engine calls it before doctor.json
         # (iterator, batch) -> the batch the script gets: the overfit check's hook
         self.swap_batch: Any = None
         self._handles: list[Any] = []
@@ -262,7 +263,10 @@ class Dispatcher:
             self._muted, self._depth = muted, depth
 
     def end(self) -> None:
-        """The run is over: probes that judge the whole run speak now."""
+        """The run is over: probes that judge the whole run speak now (once)."""
+        if self._ended:
+            return
+        self._ended = True
         for probe in self.probes:
             if hasattr(probe, "on_end"):
                 try:

@@ -217,6 +217,9 @@ def finish(
     with _collected(errors):
         run.flush()
     if doc is not None:
+        # The probes that judge the whole run speak first, so doctor.json holds their
+        # findings too (the `with doc` around the run would call end() only after this).
+        doc.end()
         with _collected(errors):
             run.write_text(
                 "doctor.json", doctor_json(doc.findings, steps=doc.steps, errors=doc.errors)
