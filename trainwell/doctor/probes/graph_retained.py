@@ -7,6 +7,7 @@ from typing import Any
 
 import torch
 
+from trainwell.doctor.carried import detach_statement, state_kind
 from trainwell.doctor.events import Reporter, StepEvent
 from trainwell.doctor.findings import Finding
 from trainwell.doctor.graph import walk as _walk
@@ -126,7 +127,9 @@ class GraphRetainedProbe:
                 f"{holder.describe()} is carried from step to step without detach(): its "
                 f"graph reaches back to the first step ({size} nodes)"
             )
-            fix = f"detach the carried state each step: {holder.name} = {holder.name}.detach()"
+            # An LSTM's (h, c) has no .detach(): the fix follows the state's structure.
+            statement = detach_statement(holder.name, state_kind(holder.value))
+            fix = f"detach the carried state each step: {statement}"
             evidence = {"graph_nodes": size, "steps_observed": doc.steps}
         else:
             message = (
