@@ -147,7 +147,8 @@ MUTATIONS = [
        "        loss.backward()\n        optimizer.step()  # expect: missing-zero-grad\n")),
     # --- seq2seq, char-RNN, transfer learning, GAN
     m("seq2seq_decoder_optimizer_not_zeroed", "ok_seq2seq_tutorial",
-      ("        decoder_optimizer.zero_grad()\n", ""),
+      ("        encoder_optimizer.zero_grad()\n        decoder_optimizer.zero_grad()\n",
+       "        encoder_optimizer.zero_grad()  # expect-alt: missing-zero-grad\n"),
       ("        decoder_optimizer.step()\n", "        decoder_optimizer.step()  # expect: missing-zero-grad\n")),
     m("char_rnn_no_zero_grad", "ok_char_rnn_names",
       ("    rnn.zero_grad()\n", ""),
