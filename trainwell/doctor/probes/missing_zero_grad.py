@@ -7,7 +7,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from trainwell.doctor.events import Reporter, ScalerEvent, StepEvent
+from trainwell.doctor.events import CreatedEvent, Reporter, ScalerEvent, StepEvent
 from trainwell.doctor.findings import Finding
 from trainwell.doctor.sites import user_frame
 from trainwell.doctor.uncleared import describe, wording, zeroed_by
@@ -56,11 +56,19 @@ class MissingZeroGradProbe:
 
     CHECK = 12  # steps of each optimizer looked at
     STREAK = 3  # consecutive bad steps before a finding
+    _EVENTS = ("on_pre_step", "on_step", "on_scaler_step", "on_zero_grad")
 
     def __init__(self) -> None:
         self.state: dict[int, dict[str, Any]] = {}
         self.scaled: set[int] = set()
         self.zeroed: dict[int, Any] = {}  # id(optimizer) -> (its name, its zero_grad's line)
+
+    def on_optimizer_created(self, doc: Reporter, event: CreatedEvent) -> None:
+        # A second phase with an optimizer of its own (a student after its teacher, a
+        # fine-tune after a pre-train): its first steps are judged as the first's were.
+        if self.state and all(s["off"] for s in self.state.values()):
+            self.zeroed = {}  # the earlier phase's zero_grad() is not beside this one's
+            doc.subscribe(self, *self._EVENTS)
 
     def on_zero_grad(self, doc: Reporter, optimizer: Any) -> None:
         if id(optimizer) not in self.zeroed:  # once per optimizer: a stack walk
@@ -130,7 +138,7 @@ class MissingZeroGradProbe:
             st["watch"] = None
         if doc is not None and all(s["off"] for s in self.state.values()):
             # Every optimizer seen is judged: later steps cost nothing.
-            doc.unsubscribe(self, "on_pre_step", "on_step", "on_scaler_step", "on_zero_grad")
+            doc.unsubscribe(self, *self._EVENTS)
 
     def _missing(self, doc: Reporter, event: StepEvent, st: dict[str, Any]) -> None:
         param = st["watch"].param if st["watch"] is not None else None

@@ -33,7 +33,12 @@ class StepBeforeBackwardProbe:
         self.grads.scaler_step(event.optimizer)
 
     def on_pre_step(self, doc: Reporter, event: StepEvent) -> None:
-        if self.grads.run_of(event, "stale") >= self.STREAK:
+        if not any(p.requires_grad for g in event.optimizer.param_groups for p in g["params"]):
+            # Every parameter it holds is frozen: no order of calls gives them gradients
+            # (a head built after the optimizer is param-not-in-optimizer's; a frozen
+            # phase is by design), so this optimizer is not judged.
+            self.grads.stop(event.optimizer)
+        elif self.grads.run_of(event, "stale") >= self.STREAK:
             self._report(doc, event)
         self._stop_when_done(doc)
 
