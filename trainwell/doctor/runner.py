@@ -8,6 +8,7 @@ report; training in ``multiprocessing`` children is watched there and merged in.
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import runpy
 import signal
@@ -81,6 +82,7 @@ def run_script(
         doc.swap_batch = extras.overfit.swap
     saved_argv, saved_path = sys.argv, list(sys.path)
     anomaly = torch.is_anomaly_enabled()  # the script's own anomaly mode ends with it
+    start_method = multiprocessing.get_start_method(allow_none=True)  # and its mp.set_start_method
     sys.argv = [script, *args]
     sys.path.insert(0, str(path.resolve().parent))
     try:
@@ -89,6 +91,7 @@ def run_script(
     finally:
         sys.argv, sys.path[:] = saved_argv, saved_path
         torch.set_anomaly_enabled(anomaly)
+        multiprocessing.set_start_method(start_method, force=True)
     children.merge_into(doc)
     _report(doc, outcome, children, extras, json_path)
     return outcome.code
