@@ -49,7 +49,14 @@ class SamplerEpochNotSetProbe:
 
     def on_batch(self, doc: Reporter, event: BatchEvent) -> None:
         current = self.reading.get(id(event.loader)) if self.reading else None
-        if current is not None:
+        if current is not None and event.index == 1:
+            # A new pass under this id: the old one ended, or its iterator died (a peek
+            # with next(iter(loader))) and a new iterator took its id. Either way this
+            # batch is the new pass's, not the old one's.
+            del self.reading[id(event.loader)]
+            if current.trained:
+                self.done[current.key] = current.epoch
+        elif current is not None:
             self._progress(doc, event, current)
         if event.index == 1:
             self._start(doc, event)
@@ -61,7 +68,7 @@ class SamplerEpochNotSetProbe:
             p.trained = doc.steps != p.steps or backward is not p.backward
             if p.trained and p.repeat:
                 self._report(doc, event, p)
-        if event.index >= p.half or event.index == 1:  # (1: a new pass of the same iterator)
+        if event.index >= p.half:
             del self.reading[id(event.loader)]
             if p.trained:
                 self.done[p.key] = p.epoch
