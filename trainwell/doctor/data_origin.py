@@ -27,7 +27,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from trainwell.doctor.nonfinite import _finite, _float_tensors, _guarded, _numpy_rng
-from trainwell.doctor.sites import Site, is_user_file, parse, user_frame
+from trainwell.doctor.sites import Site, is_user_file, parse, user_frame, variable_site
 from trainwell.doctor.source import call_name, method, user_class
 
 SAMPLES = 32  # samples fetched again at most
@@ -152,16 +152,7 @@ def _precomputed(dataset: Any) -> Site | None:
            and t.is_floating_point() and not _finite([t])]  # fmt: skip
     if not bad:
         return None
-    f: types.FrameType | None = sys._getframe(1)
-    while f is not None:
-        if is_user_file(f.f_code.co_filename):
-            for scope in (f.f_locals, f.f_globals):
-                name = next((k for k, v in list(scope.items()) if any(v is t for t in bad)), None)
-                line = _made(f.f_code.co_filename, name) if name else None
-                if line is not None:
-                    return Site(f.f_code.co_filename, line)
-        f = f.f_back
-    return None
+    return variable_site(sys._getframe(1), lambda v: any(v is t for t in bad), _made)
 
 
 def _made(file: str, name: str) -> int | None:

@@ -5,13 +5,12 @@ before it computes a first loss (one with bad labels would raise)."""
 from __future__ import annotations
 
 import ast
-import types
 from dataclasses import dataclass
 
 import torch
 
 from trainwell.doctor.events import BatchEvent, LossEvent
-from trainwell.doctor.sites import Site, is_user_file, parse
+from trainwell.doctor.sites import Site, parse, variable_site
 
 
 @dataclass
@@ -85,7 +84,8 @@ def label_origin(event: LossEvent, batch: BatchEvent | None) -> Site | None:
     tensors = getattr(dataset, "tensors", ())
     behind = [t for t in tensors if isinstance(t, torch.Tensor) and not t.is_floating_point()]
     for wanted in (behind, [event.target, event.target._base]):
-        site = _holder_site(frame, {id(t) for t in wanted if t is not None})
+        ids = {id(t) for t in wanted if t is not None}
+        site = variable_site(frame, lambda v, ids=ids: id(v) in ids, _assigned) if ids else None
         if site is not None:
             return site
     # y[idx] copies: the variable the loss's target expression indexes.
@@ -94,20 +94,6 @@ def label_origin(event: LossEvent, batch: BatchEvent | None) -> Site | None:
     if isinstance(value, torch.Tensor) and not value.is_floating_point():
         line = _assigned(frame.f_code.co_filename, name)
         return Site(frame.f_code.co_filename, line) if line else None
-    return None
-
-
-def _holder_site(frame: types.FrameType, ids: set[int]) -> Site | None:
-    """Where the user's variable holding one of the objects ``ids`` was assigned."""
-    f: types.FrameType | None = frame
-    while f is not None and ids:
-        if is_user_file(f.f_code.co_filename):
-            for scope in (f.f_locals, f.f_globals):
-                name = next((n for n, v in list(scope.items()) if id(v) in ids), None)
-                line = _assigned(f.f_code.co_filename, name) if name else None
-                if line is not None:
-                    return Site(f.f_code.co_filename, line)
-        f = f.f_back
     return None
 
 

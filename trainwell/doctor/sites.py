@@ -10,6 +10,7 @@ import os
 import sys
 import sysconfig
 import types
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -190,3 +191,23 @@ class Site:
         if frame is None:
             return None
         return cls(frame.f_code.co_filename, frame.f_lineno)
+
+
+def variable_site(
+    frame: types.FrameType | None,
+    holds: Callable[[Any], bool],
+    assigned: Callable[[str, str], int | None],
+) -> Site | None:
+    """Where the user's variable that holds a value ``holds`` accepts was assigned: the
+    frames from ``frame`` outward, in the user's files only, locals before globals;
+    ``assigned(file, name)`` picks the assignment's line (None: look further out)."""
+    f = frame
+    while f is not None:
+        if is_user_file(f.f_code.co_filename):
+            for scope in (f.f_locals, f.f_globals):
+                name = next((n for n, v in list(scope.items()) if holds(v)), None)
+                line = assigned(f.f_code.co_filename, name) if name else None
+                if line is not None:
+                    return Site(f.f_code.co_filename, line)
+        f = f.f_back
+    return None
