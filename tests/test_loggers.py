@@ -256,7 +256,9 @@ class LockTheDatabase:
 
     def on_step_end(self, ctx):
         if ctx.step == self.at_step:
-            self.conn = sqlite3.connect(self.db, timeout=0, isolation_level=None)
+            # MLflow may be mid-write at this very step (more likely on a loaded machine):
+            # wait for its transaction to end, as another writer would, rather than fail.
+            self.conn = sqlite3.connect(self.db, timeout=60, isolation_level=None)
             self.conn.execute("BEGIN EXCLUSIVE")
 
     def on_fit_end(self, ctx):

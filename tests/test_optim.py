@@ -131,7 +131,7 @@ def test_warmup_is_linear_and_reaches_one_at_last_warmup_step() -> None:
 
 def test_no_warmup_starts_at_peak() -> None:
     for name in ("cosine", "constant", "step"):
-        assert lr_factor(SchedConfig(name=name, warmup_steps=0), 0, 100) == 1.0
+        assert lr_factor(SchedConfig(name=name, warmup_ratio=0.0), 0, 100) == 1.0
 
 
 def test_cosine_decays_monotonically_to_floor() -> None:
@@ -150,9 +150,9 @@ def test_cosine_decays_monotonically_to_floor() -> None:
 
 
 def test_cosine_floor_zero_and_one() -> None:
-    zero = SchedConfig(name="cosine", warmup_steps=0, min_lr_ratio=0.0)
+    zero = SchedConfig(name="cosine", warmup_ratio=0.0, min_lr_ratio=0.0)
     assert lr_factor(zero, 50, 50) == pytest.approx(0.0)
-    one = SchedConfig(name="cosine", warmup_steps=0, min_lr_ratio=1.0)
+    one = SchedConfig(name="cosine", warmup_ratio=0.0, min_lr_ratio=1.0)
     assert {lr_factor(one, s, 50) for s in range(60)} == {1.0}
 
 

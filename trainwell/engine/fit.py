@@ -22,6 +22,7 @@ from trainwell.config import Config, check_warmup, load_config
 from trainwell.doctor.crash import explain as explain_crash
 from trainwell.doctor.findings import render
 from trainwell.doctor.frame import Doctor
+from trainwell.engine.amp import fp32_modules, precision_line
 from trainwell.engine.callbacks import build_callbacks
 from trainwell.engine.checkpointer import Checkpointer, resume_point
 from trainwell.engine.compiling import checkpoint_activations, compile_model
@@ -183,6 +184,7 @@ def _fit(s: _Session, dry_run: bool) -> FitResult:
         parts.model.to(memory_format=torch.channels_last)  # 4-D (conv) weights; others stay
     # DDP on several processes, or FSDP; `model` stays the raw module whose state is saved.
     precision = resolve_precision(cfg.train.precision, place.device)
+    fp32_modules(parts.model, cfg.train.fp32_modules, precision, place.device, s.console.print)
     net = wrap(parts.model, place, cfg.dist, precision,
                say=lambda line: s.console.print(line, highlight=False, markup=False))  # fmt: skip
     if place.distributed:
@@ -256,14 +258,8 @@ def _assemble(
         ),  # fmt: skip
         run=None,  # type: ignore[arg-type]  # opened by _train, after the resume point
         progress=None,  # type: ignore[arg-type]
-        evaluator=Evaluator(
-            model,
-            parts.steps.eval,
-            precision,
-            place,
-            lockstep=place.distributed and is_sharded(model),
-            metrics=objects,
-        ),  # fmt: skip
+        evaluator=Evaluator(model, parts.steps.eval, precision, place, metrics=objects,
+                            lockstep=place.distributed and is_sharded(model)),  # fmt: skip
         val_loader=eval_loader(parts.splits.val, parts.loaders, place),
         total_steps=total_steps,
         check_labels=label_checker(parts.task, parts.splits.train),
@@ -301,6 +297,8 @@ def _train(s: _Session, parts: Parts, trainer: Trainer) -> FitResult:
         f"{trainer.stepper.precision.name} on {place.device}",
         highlight=False,
     )
+    console.print(precision_line(cfg.train.precision, trainer.stepper.precision.name,
+                                 place.device), highlight=False, markup=False)  # fmt: skip
     if resumed is not None:
         # Last of all: set-up above must not shift the random streams the run continues.
         ckpt.restore_rng(resumed[1])

@@ -45,6 +45,9 @@ class LoopState:
         # The optimizer's own figures (the gradient norm) per log window: logged, not
         # part of the epoch's metrics.
         self.optim_window = MetricSums(self.device)
+        # fp16: optimizer steps the GradScaler skipped (an inf/NaN gradient), counted on the
+        # device by the stepper without a sync, read at log points and checkpoints.
+        self.amp_skipped = torch.zeros((), dtype=torch.int64, device=self.device)
 
     @property
     def steps_into_epoch(self) -> int:
@@ -75,6 +78,7 @@ class LoopState:
             "optim_window": self.optim_window.state_dict(),
             "best": dict(self.best),
             "metrics": dict(self.metrics),
+            "amp_skipped": int(self.amp_skipped.item()),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -88,6 +92,8 @@ class LoopState:
             self.optim_window.load_state_dict(state["optim_window"])
         self.best = dict(state.get("best") or {})
         self.metrics = {k: float(v) for k, v in (state.get("metrics") or {}).items()}
+        # In place: the stepper counts into this very tensor.
+        self.amp_skipped.fill_(int(state.get("amp_skipped", 0)))
 
 
 def rng_state() -> dict[str, Any]:

@@ -78,6 +78,9 @@ class Stepper:
     params: list[torch.Tensor] = field(init=False)
     # Samples through this process so far (for samples/s).
     samples: int = field(init=False, default=0)
+    # fp16: steps the GradScaler skipped, counted on the device (the loop's counter when a
+    # Trainer runs this stepper, so that it is checkpointed).
+    amp_skipped: torch.Tensor | None = None
 
     def __post_init__(self) -> None:
         # All of them: one unfrozen later is clipped too (clipping skips those without .grad).
@@ -86,6 +89,8 @@ class Stepper:
         self._move = self.device.type != "cpu" or self.channels_last
         # fp32 and one process: no context to enter per micro-batch (a hot path).
         self._fp32 = self.precision.dtype is None
+        if self.precision.scaler is not None and self.amp_skipped is None:
+            self.amp_skipped = torch.zeros((), dtype=torch.int64, device=self.device)
 
     def __call__(
         self,
@@ -151,11 +156,21 @@ class Stepper:
                 norms.add({"grad_norm": norm}, 1)
         if scaler is not None:
             scaler.step(self.optimizer)
-            scaler.update()
+            self._update_scale(scaler)
         else:
             self.optimizer.step()
         if self.clock is not None:
             self.clock.mark("optim")
+
+    def _update_scale(self, scaler: torch.amp.GradScaler) -> None:
+        """The scaler's update; a step it skipped (inf/NaN gradients) lowered the scale,
+        which is how it is counted, on the device (no sync per step)."""
+        scale = getattr(scaler, "_scale", None)
+        before = scale.clone() if isinstance(scale, torch.Tensor) else None
+        scaler.update()
+        after = getattr(scaler, "_scale", None)
+        if self.amp_skipped is not None and before is not None and after is not None:
+            self.amp_skipped += (after < before).to(self.amp_skipped.dtype)
 
     def _first_compiled_step(
         self, micro_batches: Sequence[Any], sums: MetricSums | None, norms: MetricSums | None

@@ -25,6 +25,9 @@ class TrainConfig:
     grad_accum_steps: int = option(1, "micro-batches accumulated per optimizer step")
     grad_clip: float = option(1.0, "clip the gradients' global norm to this (0: off)")
     precision: str = option("auto", "auto, fp32, bf16 or fp16 (fp16 uses a GradScaler)")
+    fp32_modules: list[str] = option(
+        [], "module-name globs (e.g. head, '*.norm') that run in fp32 inside autocast"
+    )
     loss: str = option(
         "cross_entropy",
         f"{', '.join(LOSS_NAMES)}, or import path 'package.module:attr' of a loss class or "
@@ -70,6 +73,12 @@ class TrainConfig:
         check_int(self.grad_accum_steps, "train.grad_accum_steps")
         check_number(self.grad_clip, "train.grad_clip", low=0)
         check_choice(self.precision, "train.precision", PRECISIONS)
+        check(
+            isinstance(self.fp32_modules, list)
+            and all(isinstance(g, str) and g for g in self.fp32_modules),
+            "train.fp32_modules",
+            f"expected a list of module-name globs; got {self.fp32_modules!r}",
+        )
         check_number(self.label_smoothing, "train.label_smoothing", 0, 1, high_open=True)
         check_int(self.log_every, "train.log_every")
         check_int(self.eval_every, "train.eval_every")

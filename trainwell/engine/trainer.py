@@ -29,6 +29,7 @@ from torch.utils.data import DataLoader
 
 from trainwell.config import Config
 from trainwell.engine import checkpoint as ckpt
+from trainwell.engine.amp import amp_metrics
 from trainwell.engine.anatomy import StepClock
 from trainwell.engine.callbacks import Callbacks, read_only
 from trainwell.engine.checkpointer import Checkpointer
@@ -101,6 +102,8 @@ class Trainer:
         # The loop owns the step anatomy; the stepper marks its own phases on it.
         self.clock = self.stepper.clock = StepClock(self.place.device)
         self.callbacks.writer = self._write_logged  # ctx.log
+        if self.stepper.precision.scaler is not None:  # fp16: skipped steps, checkpointed
+            self.stepper.amp_skipped = self.loop.amp_skipped
 
     def train(self, resumed: bool) -> str:
         """Epochs of optimizer steps until the schedule ends, max_steps or early stopping."""
@@ -208,6 +211,7 @@ class Trainer:
                 metrics[f"train/{name}"] = value
             self.loop.optim_window.reset()
         metrics["train/lr"] = self.stepper.optimizer.param_groups[0]["lr"]
+        metrics.update(amp_metrics(self.stepper.precision.scaler, self.loop.amp_skipped))
         metrics.update(group_lrs(self.stepper.optimizer))  # train/lr/<name>: optim.groups
         elapsed = self.train_time + time.perf_counter() - self._epoch_started
         metrics["train/samples_per_s"] = self.samples / max(elapsed, 1e-9)
