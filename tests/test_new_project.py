@@ -43,7 +43,11 @@ def check_project(root: Path, package: str) -> None:
     assert {"configs/default.yaml", f"src/{package}/model.py", f"src/{package}/data.py",
             "tests/test_model.py", "tests/test_train.py", "tests/test_environment.py",
             "requirements.txt", "README.md", ".gitignore"} <= files  # fmt: skip
-    assert f"torch=={version('torch')}" in (root / "requirements.txt").read_text().splitlines()
+    pins = (root / "requirements.txt").read_text().splitlines()
+    # The public version: a local label (+cpu) is not served by the package index.
+    assert f"torch=={version('torch').partition('+')[0]}" in pins
+    assert not [p for p in pins if "==" in p and "+" in p]
+    assert not [p for p in pins if p.startswith("trainwell==")]  # a checkout: not on PyPI
     assert "runs/" in (root / ".gitignore").read_text().splitlines()
     readme = (root / "README.md").read_text()
     assert "trainwell train --config configs/default.yaml\npytest\n" in readme
@@ -125,3 +129,23 @@ def test_the_templates_are_valid_python_and_yaml():
                 ast.parse(text, str(path))
             elif path.suffix == ".yaml":
                 assert yaml.safe_load(text)["model"]["name"].startswith("src.demo.model:")
+
+
+@pytest.mark.parametrize(
+    ("installed", "pin", "comment"),
+    [
+        ("2.13.0+cpu", "torch==2.13.0", None),
+        ("2.13.0+cu126", "torch==2.13.0", "https://download.pytorch.org/whl/cu126"),
+        ("2.13.0+rocm6.3", "torch==2.13.0", "https://download.pytorch.org/whl/rocm6.3"),
+        ("2.13.0", "torch==2.13.0", None),
+    ],
+)
+def test_requirements_pin_what_the_package_index_serves(monkeypatch, installed, pin, comment):
+    import trainwell.new as new
+
+    real = new.version
+    monkeypatch.setattr(new, "version", lambda n: installed if n == "torch" else real(n))
+    lines = new.requirements().splitlines()
+    assert [ln for ln in lines if ln.startswith("torch==")] == [pin]
+    notes = [ln for ln in lines if ln.startswith("# torch")]
+    assert (notes[0].endswith(comment) if comment else not notes), lines

@@ -213,3 +213,22 @@ def test_the_harness_sees_console_errors_and_requests(browser, tmp_path):
     page = browser.open(bad)
     assert any("boom" in e for e in page.console_errors)
     assert "http://example.com/x.png" in page.requests
+
+
+def test_a_crashed_runs_stop_reason_and_the_step_time_chart_in_the_browser(browser, tmp_path):
+    run = tmp_path / "crashed"
+    run.mkdir()
+    error = "RuntimeError: mat1 and mat2 shapes cannot be multiplied (32x8 and 9x32)"
+    (run / "summary.json").write_text(json.dumps({"status": "failed", "error": error}))
+    (run / "config.yaml").write_text("data:\n  name: synthetic\n")
+    rows = ["step,epoch,split,name,value"]
+    for step in (2, 4, 6):
+        rows += [f"{step},0,train,loss,{1 / step}", f"{step},0,train,time/step_ms,{3 + step}"]
+        rows += [f"{step},0,train,time/{p},0.25" for p in ("data", "compute", "optim", "other")]
+    (run / "metrics.csv").write_text("\n".join(rows) + "\n")
+    page = open_report(browser, write_run_report(run), tmp_path)
+    text = page.info["all_text"]
+    assert f"failed: {error}" in text and "stop reason?" not in text.replace(" ", "")
+    assert "step time" in text and "step anatomy" in text
+    assert len(page.info["charts"]) == 3  # loss, the shares (stacked), the step time
+    assert page.info["charts"][1]["fills"] >= 4  # the four shares, filled to the next

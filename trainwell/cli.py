@@ -296,7 +296,7 @@ def _launch(args: argparse.Namespace, cfg) -> int:
 def _env(args: argparse.Namespace) -> int:
     from trainwell import env
 
-    info = env.collect()
+    info = env.collect(check=True)
     if args.json:
         sys.stdout.write(env.to_json(info))
     else:

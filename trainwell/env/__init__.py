@@ -41,13 +41,15 @@ from trainwell.env.show import render, to_json
 __all__ = ["advise", "collect", "cpu_has_fast_bf16", "render", "to_json", "usable_cores"]
 
 
-def collect() -> dict[str, Any]:
+def collect(check: bool = False) -> dict[str, Any]:
     """Describe this machine as PyTorch sees it, with advice on what is wrong.
 
     The result is JSON-serializable and holds the keys ``python``, ``torch``, ``cpu``,
     ``devices``, ``driver`` (None without ``nvidia-smi``), ``environment``,
     ``packages``, ``trainwell`` and ``advice`` (from :func:`advise`). It never raises
-    because of a broken driver or a missing package; such problems are recorded.
+    because of a broken driver or a missing package; such problems are recorded. With
+    ``check``, ``checks`` holds a tensor operation and a matmul timing run on the CPU and
+    on each device (:func:`trainwell.env.probe.check_all`): a device that fails is advice.
 
     Example:
         >>> from trainwell.env import collect
@@ -71,5 +73,9 @@ def collect() -> dict[str, Any]:
         "packages": package_versions(),
         "trainwell": distribution_version(("trainwell",)) or "unknown",
     }
+    if check:
+        from trainwell.env.probe import check_all
+
+        info["checks"] = check_all(info["devices"])
     info["advice"] = advise(info)
     return info

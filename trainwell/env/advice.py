@@ -86,6 +86,9 @@ def advise(info: dict[str, Any]) -> list[dict[str, str]]:
     if gpu_build and tinfo.get("cuda_available") is False:
         add("gpu-unavailable", "warning", *_gpu_unavailable_reason(tinfo, driver, environ))
 
+    for item in _failed_checks(info.get("checks") or []):
+        add(*item)
+
     if not devices:
         add(
             "no-accelerator",
@@ -178,3 +181,27 @@ def _gpu_unavailable_reason(
         "container's GPU access is not working.",
         "run nvidia-smi; in a container, start it with GPU access (docker run --gpus all)",
     )
+
+
+def _failed_checks(checks: list[dict[str, Any]]) -> list[tuple[str, str, str, str]]:
+    """A device that could not run a matmul (``trainwell env``'s checks) is an error: a
+    run there would fail at its first kernel, or compute wrong numbers."""
+    found = []
+    for check in checks:
+        if check.get("ok"):
+            continue
+        device = str(check.get("device", "?"))
+        if device.startswith("mps"):
+            fix = ("update macOS and torch; meanwhile PYTORCH_ENABLE_MPS_FALLBACK=1 runs "
+                   "missing ops on the CPU, or train on run.device=cpu")  # fmt: skip
+        elif device == "cpu":
+            fix = "reinstall torch (pip install --force-reinstall torch): the build is broken"
+        else:
+            fix = ("compare the driver's CUDA with the wheel's (the lines above); install the "
+                   "torch wheel for this GPU and driver, or train on run.device=cpu")  # fmt: skip
+        found.append((
+            "device-check-failed", "error",
+            f"{device} failed a small tensor operation: {check.get('error') or 'unknown'}",
+            fix,
+        ))  # fmt: skip
+    return found

@@ -11,6 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from trainwell.env.advice import advise
+from trainwell.env.probe import check_line
 
 _SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
@@ -78,6 +79,7 @@ def _facts(info: dict[str, Any]) -> list[tuple[str, str]]:
     if not devices:
         facts.append(("devices", "none (CPU only)"))
     facts += [_device_fact(d) for d in devices]
+    facts += [(f"check {c.get('device', '?')}", check_line(c)) for c in info.get("checks") or []]
     facts.append(("nvidia driver", _driver_line(info.get("driver"))))
     environ = {k: v for k, v in (info.get("environment") or {}).items() if v is not None}
     if environ:

@@ -107,14 +107,42 @@ def render(task: str, package: str) -> dict[Path, str]:
 
 
 def requirements() -> str:
-    """``name==version`` of what the project imports, as installed here."""
+    """``name==version`` of what the project imports, as installed here, in a form a fresh
+    machine's ``pip install -r`` accepts.
+
+    A local version label (torch's ``+cpu``, ``+cu121``) is served only by PyTorch's own
+    index, so the pin is the public version and a comment names the index for that build.
+    trainwell run from a source checkout is not on the package index: a comment says how
+    to install it instead of a pin that cannot resolve.
+
+    Example:
+        >>> print(requirements().splitlines()[0])
+        # The versions this project was created with (pip install -r requirements.txt).
+    """
     lines = ["# The versions this project was created with (pip install -r requirements.txt)."]
     for name in PINNED:
         try:
-            lines.append(f"{name}=={version(name)}")
+            installed = version(name)
         except PackageNotFoundError:
             continue
+        if name == "trainwell" and _from_source():
+            source = Path(__file__).resolve().parents[2]
+            lines.append(f"# trainwell {installed} runs from its source here; install it the "
+                         f"same way: pip install -e {source}")  # fmt: skip
+            continue
+        public, _, local = installed.partition("+")
+        if local and local != "cpu":
+            lines.append(f"# {name} {installed}: from PyTorch's index, pip install -r "
+                         f"requirements.txt --extra-index-url "
+                         f"https://download.pytorch.org/whl/{local}")  # fmt: skip
+        lines.append(f"{name}=={public}")
     return "\n".join(lines) + "\n"
+
+
+def _from_source() -> bool:
+    """Whether this trainwell is a source checkout (not installed into site-packages)."""
+    parts = Path(__file__).resolve().parts
+    return not any(p in ("site-packages", "dist-packages") for p in parts)
 
 
 def _check_target(root: Path) -> None:

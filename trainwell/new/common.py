@@ -44,6 +44,7 @@ moved. `trainwell env` says what the machine offers PyTorch (devices, versions, 
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
+import pytest
 import torch
 
 PINS = Path(__file__).resolve().parents[1] / "requirements.txt"
@@ -59,7 +60,8 @@ def test_installed_versions_are_the_pinned_ones():
             installed = version(name)
         except PackageNotFoundError:
             installed = "not installed"
-        if installed != pinned:
+        # A build label (torch's +cpu, +cu126) is the same release.
+        if installed.partition("+")[0] != pinned:
             wrong.append(f"{name}: pinned {pinned}, installed {installed}")
     assert not wrong, "; ".join(wrong) + " (pip install -r requirements.txt)"
 
@@ -67,6 +69,24 @@ def test_installed_versions_are_the_pinned_ones():
 def test_torch_computes_on_this_machine():
     x = torch.ones(4, 4)
     assert torch.equal(x @ x, torch.full((4, 4), 4.0))
+
+
+def _gpus():
+    found = [f"cuda:{i}" for i in range(torch.cuda.device_count())]
+    if torch.backends.mps.is_available():
+        found.append("mps")
+    return found or [None]
+
+
+@pytest.mark.parametrize("device", _gpus())
+def test_each_gpu_computes_what_the_cpu_does(device):
+    # A GPU can be listed and still fail its first kernel (a driver older than the wheel's
+    # CUDA, a card this build has no kernels for): this says so before a training run does.
+    if device is None:
+        pytest.skip("no GPU on this machine")
+    x = torch.randn(64, 64, generator=torch.Generator().manual_seed(0))
+    got = (x.to(device) @ x.to(device)).cpu()
+    assert torch.allclose(got, x @ x, rtol=1e-3, atol=1e-3)
 '''
 
 README = """\

@@ -20,11 +20,15 @@ _SPECIAL = {
     "grad_norm": (3, "gradient norm", "norm"),
     "samples_per_s": (4, "throughput", "samples/s"),
     "time": (5, "step anatomy", "fraction of step time"),
-    "mem": (6, "memory", "MB"),
+    "step_ms": (6, "step time", "ms per optimizer step"),
+    "mem": (7, "memory", "MB"),
 }
 _COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2",
            "#7f7f7f", "#bcbd22", "#17becf")  # fmt: skip
 _DASH = {"train": "solid", "val": "dash", "test": "dot"}
+# With several runs a colour is a run: the split is the dash and the marker's shape, so that
+# a run's val and test points (often one each) can be told apart.
+_SYMBOL = {"train": "circle", "val": "diamond", "test": "star"}
 VERDICT_COLORS = {"leak": "#d62728", "fragmentation": "#ff7f0e", "clean": "#2ca02c"}
 
 
@@ -39,13 +43,18 @@ class Chart:
 
 
 def group_of(series: Series) -> str:
-    """The chart a series goes to: ``loss``, ``lr``, ``time``, ``mem``, or its own name.
+    """The chart a series goes to: ``loss``, ``lr``, ``time`` (the step's shares),
+    ``step_ms``, ``mem``, or its own name.
 
     Example:
         >>> group_of(Series("train", "time/data")), group_of(Series("val", "accuracy"))
         ('time', 'accuracy')
+        >>> group_of(Series("train", "time/step_ms"))
+        'step_ms'
     """
     name = series.name
+    if name == "time/step_ms":  # milliseconds: not a share to stack with the others
+        return "step_ms"
     if "/" in name:
         return name.split("/", 1)[0] if name.split("/", 1)[0] in _SPECIAL else name
     if name in ("grad_norm", "gradnorm", "grad-norm"):
@@ -98,7 +107,8 @@ def _trace(run: Run, series: Series, index: int, n_runs: int, group: str, j: int
         "y": series.values,
         "mode": "markers" if few else ("lines+markers" if len(series.steps) <= 60 else "lines"),
         "line": {"color": color, "dash": _DASH.get(series.split, "solid")},
-        "marker": {"color": color, "size": 9 if few else 5},
+        "marker": {"color": color, "size": 9 if few else 5,
+                   "symbol": _SYMBOL.get(series.split, "circle")},  # fmt: skip
         "hovertemplate": "%{y:.5g}<extra>" + name + "</extra>",
     }
     if group == "time" and n_runs == 1:

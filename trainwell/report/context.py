@@ -73,7 +73,11 @@ def run_context(run: Run) -> dict[str, Any]:
 
 
 def _stop_reason(run: Run) -> str:
-    return {"running": "still running", "interrupted": "interrupted"}.get(run.status, "?")
+    """Why a run without a recorded stop reason stopped: a failed run's own error."""
+    if run.status == "failed":
+        error = " ".join(str(run.summary.get("error") or "").split())
+        return f"failed: {error[:160]}" if error else "failed (no error was recorded)"
+    return {"running": "still running", "interrupted": "interrupted"}.get(run.status, "unknown")
 
 
 def _headline(run: Run) -> list[tuple[str, str]]:
