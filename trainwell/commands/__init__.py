@@ -13,7 +13,7 @@ import argparse
 import importlib
 
 # Order is the order of the verbs in ``trainwell --help``.
-MODULES: tuple[str, ...] = ("bench_data", "profile", "deploy", "report")
+MODULES: tuple[str, ...] = ("bench_data", "data", "profile", "deploy", "report")
 
 
 def register_all(sub: argparse._SubParsersAction) -> None:

@@ -1,0 +1,92 @@
+"""Warnings about inputs and targets: NaN/Inf, constant inputs, unscaled inputs, splits
+that are not normalized alike, batches that do not collate.
+
+Example:
+    >>> import torch
+    >>> from trainwell.datacheck.stats import FieldStats
+    >>> s = FieldStats()
+    >>> s.add_batch(torch.tensor([[1.0], [float("nan")], [float("inf")]]))
+    >>> field_warnings("train", "input", s, is_target=False)
+    ['train: 1 input contains NaN', 'train: 1 input contains Inf']
+"""
+
+from __future__ import annotations
+
+from trainwell.datacheck.split import SplitReport
+from trainwell.datacheck.stats import FieldStats
+
+# Float inputs whose spread or centre is beyond this are not scaled for a network.
+UNSCALED = 20.0
+# Val/test means this many train standard deviations from train's: normalized differently.
+SHIFT = 1.0
+
+
+def field_warnings(split: str, name: str, stats: FieldStats, is_target: bool) -> list[str]:
+    """NaN/Inf in a field, and float inputs that are constant or far from unit scale."""
+    out = []
+    what = name if name not in ("input", "target") else ("target" if is_target else "input")
+    if stats.nan or stats.inf:
+        nan_samples, inf_samples = _nonfinite_samples(stats)
+        for kind, count in (("NaN", nan_samples), ("Inf", inf_samples)):
+            if count:
+                verb = "contains" if count == 1 else "contain"
+                out.append(f"{split}: {count} {_plural(what, count)} {verb} {kind}")
+    d = stats.values.to_dict()
+    if is_target or not stats.dtype.startswith(("float", "bfloat")) or d["std"] is None:
+        return out
+    if d["std"] == 0 and stats.samples > 1:
+        out.append(f"{split}: {what} is constant (every value {d['min']:g}): nothing to learn from")
+    elif d["std"] > UNSCALED or abs(d["mean"]) > UNSCALED:
+        out.append(
+            f"{split}: {what} is not scaled (mean {d['mean']:.4g}, std {d['std']:.4g}, "
+            f"range [{d['min']:.4g}, {d['max']:.4g}]); standardize it (subtract the mean, "
+            "divide by the std of train)"
+        )
+    return out
+
+
+def _nonfinite_samples(stats: FieldStats) -> tuple[int, int]:
+    # Samples are counted once for NaN or Inf together; split them by the value counts.
+    total = stats.nonfinite_samples
+    if not stats.inf:
+        return total, 0
+    if not stats.nan:
+        return 0, total
+    return min(total, stats.nan), min(total, stats.inf)
+
+
+def _plural(word: str, count: int) -> str:
+    return word if count == 1 or word.endswith("s") else word + "s"
+
+
+def shift_warnings(train: SplitReport, other: SplitReport) -> list[str]:
+    """Inputs of val/test centred far from train's: normalized differently."""
+    out = []
+    for name, stats in other.inputs.items():
+        base = train.inputs.get(name)
+        if base is None or not stats.dtype.startswith("float"):
+            continue
+        a, b = base.values.to_dict(), stats.values.to_dict()
+        if a["std"] in (None, 0) or b["mean"] is None:
+            continue
+        if (
+            abs(b["mean"] - a["mean"]) > SHIFT * a["std"]
+            or b["std"] > 3 * a["std"]
+            or (b["std"] < a["std"] / 3)
+        ):
+            what = "inputs" if name == "input" else name
+            out.append(
+                f"{other.name}: {what} have mean {b['mean']:.3g} and std {b['std']:.3g} but "
+                f"train has {a['mean']:.3g} and {a['std']:.3g}: are they normalized the same way?"
+            )
+    return out
+
+
+def batch_warning(report: SplitReport) -> list[str]:
+    """The split's samples that do not collate into a batch."""
+    if report.batch_error is None:
+        return []
+    return [
+        f"{report.name}: the samples do not collate into a batch ({report.batch_error}); "
+        "give data.collate a function that pads them"
+    ]

@@ -1,0 +1,161 @@
+"""Class labels across splits: counts, classes that never appear, gaps, imbalance.
+
+Every check names the split and says in plain words what is wrong, e.g.
+``val: class 7 never appears (train has 120)`` or ``train: 62% of samples are class 0``.
+
+Example:
+    >>> counts = {"train": {0: 90, 1: 10}, "val": {0: 10}}
+    >>> for line in label_warnings(counts, num_classes=2, explicit=True):
+    ...     print(line)
+    train: 90% of samples are class 0
+    val: class 1 never appears (train has 10)
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import torch
+
+# The largest class over the smallest: beyond this a class is too rare to learn well.
+RARE_RATIO = 10.0
+# At most this ratio between the largest and the smallest class reads as "balanced".
+BALANCED_RATIO = 1.5
+# Long lists of classes are cut in messages.
+SHOWN = 8
+
+
+def count_labels(targets: torch.Tensor) -> dict[int, int]:
+    """``{class: count}``, sorted by class."""
+    values, counts = torch.unique(targets.flatten().long(), return_counts=True)
+    return {int(v): int(c) for v, c in zip(values.tolist(), counts.tolist())}
+
+
+def merge_counts(into: Counter, targets: torch.Tensor) -> None:
+    """Add the labels of ``targets`` to ``into``."""
+    into.update(count_labels(targets))
+
+
+def majority(counts: dict[int, int]) -> tuple[int, float] | None:
+    """``(class, share)`` of the most common class; ``None`` without labels."""
+    total = sum(counts.values())
+    if not total:
+        return None
+    top = max(counts, key=lambda k: (counts[k], -k))
+    return top, counts[top] / total
+
+
+def balance(counts: dict[int, int], num_classes: int | None) -> str:
+    """``balanced`` or ``imbalanced (largest/smallest 8.0x)``, over the classes present."""
+    present = [c for c in counts.values() if c]
+    if not present:
+        return "no labels"
+    ratio = max(present) / min(present)
+    in_range = [k for k in counts if num_classes is not None and 0 <= k < num_classes]
+    missing = num_classes is not None and len(in_range) < num_classes
+    if ratio <= BALANCED_RATIO and not missing:
+        return "balanced"
+    return f"imbalanced (largest/smallest {ratio:.1f}x)" + (", classes missing" if missing else "")
+
+
+def label_warnings(
+    counts: dict[str, dict[int, int]],
+    num_classes: int | None,
+    explicit: bool,
+    ignore_index: int | None = None,
+) -> list[str]:
+    """Plain-words warnings about the label counts of every split.
+
+    ``num_classes`` is the model's (or the config's) when ``explicit``; otherwise it was
+    inferred from the largest label, so gaps below it are reported as non-contiguous labels.
+    """
+    out: list[str] = []
+    counts = {s: {k: v for k, v in c.items() if k != ignore_index} for s, c in counts.items()}
+    for split, c in counts.items():
+        out += _range_warnings(split, c, num_classes, explicit)
+        out += _imbalance_warnings(split, c, num_classes)
+    out += _missing_warnings(counts, num_classes)
+    return out
+
+
+def _range_warnings(
+    split: str, counts: dict[int, int], num_classes: int | None, explicit: bool
+) -> list[str]:
+    out = []
+    if num_classes is not None:
+        outside = {k: v for k, v in counts.items() if not 0 <= k < num_classes}
+        if outside:
+            out.append(
+                f"{split}: {sum(outside.values())} labels outside [0, {num_classes}) "
+                f"({_classes(outside)}); the loss needs 0..{num_classes - 1}"
+            )
+    elif any(k < 0 for k in counts):
+        negative = {k: v for k, v in counts.items() if k < 0}
+        out.append(f"{split}: {sum(negative.values())} negative labels ({_classes(negative)})")
+    present = sorted(k for k in counts if k >= 0)
+    if not explicit and present and present != list(range(len(present))):
+        out.append(
+            f"{split}: labels are not contiguous 0..C-1: {len(present)} distinct values "
+            f"{_list(present)}; map them to 0..{len(present) - 1}"
+        )
+    return out
+
+
+def _imbalance_warnings(split: str, counts: dict[int, int], num_classes: int | None) -> list[str]:
+    top = majority(counts)
+    classes = num_classes or len(counts)
+    if top is None or classes < 2:
+        return []
+    cls, share = top
+    # Halfway between balanced (1/C) and a single class (1): 75% for 2 classes, 55% for 10.
+    if share >= 0.5 * (1 + 1 / classes):
+        return [f"{split}: {share:.0%} of samples are class {cls}"]
+    rarest = min(counts, key=lambda k: (counts[k], k))
+    if counts[cls] >= RARE_RATIO * counts[rarest]:
+        return [
+            f"{split}: class {rarest} has {counts[rarest]} samples, "
+            f"{counts[cls] / counts[rarest]:.0f}x fewer than class {cls} ({counts[cls]})"
+        ]
+    return []
+
+
+def _missing_warnings(counts: dict[str, dict[int, int]], num_classes: int | None) -> list[str]:
+    seen = {k for c in counts.values() for k in c}
+    out = []
+    if num_classes is not None:
+        never = [k for k in range(num_classes) if k not in seen]
+        if never:
+            word = "class" if len(never) == 1 else "classes"
+            out.append(
+                f"{word} {_list(never)} never appear{'s' if len(never) == 1 else ''} in any "
+                f"split ({num_classes} classes)"
+            )
+    for split, c in counts.items():
+        if not c:
+            continue
+        absent = [k for k in sorted(seen - set(c))
+                  if num_classes is None or 0 <= k < num_classes]  # fmt: skip
+        if len(absent) == 1:
+            k = absent[0]
+            where = next(s for s, other in counts.items() if k in other)
+            out.append(f"{split}: class {k} never appears ({where} has {counts[where][k]})")
+        elif absent:
+            out.append(f"{split}: classes {_list(absent)} never appear (other splits have them)")
+    return out
+
+
+def _classes(counts: dict[int, int]) -> str:
+    items = sorted(counts.items())
+    shown = ", ".join(f"{k}: {v}" for k, v in items[:SHOWN])
+    return shown + (", ..." if len(items) > SHOWN else "")
+
+
+def _list(values: list[int]) -> str:
+    shown = ", ".join(str(v) for v in values[:SHOWN])
+    return shown + (f", ... ({len(values)} in all)" if len(values) > SHOWN else "")
+
+
+def json_counts(counts: dict[int, int]) -> dict[str, Any]:
+    """Counts with string keys, as JSON wants them, sorted by class."""
+    return {str(k): v for k, v in sorted(counts.items())}
