@@ -5,7 +5,7 @@ Example:
     >>> import torch
     >>> from trainwell.datacheck.stats import FieldStats
     >>> s = FieldStats()
-    >>> s.add_batch(torch.tensor([[1.0], [float("nan")], [float("inf")]]))
+    >>> s.add_batch(torch.tensor([[1.0], [float("nan")], [float("inf")], [2.0]]))
     >>> field_warnings("train", "input", s, is_target=False)
     ['train: 1 input contains NaN', 'train: 1 input contains Inf']
 """
@@ -34,7 +34,7 @@ def field_warnings(split: str, name: str, stats: FieldStats, is_target: bool) ->
     d = stats.values.to_dict()
     if is_target or not stats.dtype.startswith(("float", "bfloat")) or d["std"] is None:
         return out
-    if d["std"] == 0 and stats.samples > 1:
+    if d["std"] == 0 and stats.values.n > 1:
         out.append(f"{split}: {what} is constant (every value {d['min']:g}): nothing to learn from")
     elif d["std"] > UNSCALED or abs(d["mean"]) > UNSCALED:
         out.append(

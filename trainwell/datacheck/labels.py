@@ -8,6 +8,7 @@ Example:
     >>> for line in label_warnings(counts, num_classes=2, explicit=True):
     ...     print(line)
     train: 90% of samples are class 0
+    val: 100% of samples are class 0
     val: class 1 never appears (train has 10)
 """
 

@@ -6,7 +6,7 @@ Example:
     >>> cfg = load_config(overrides=["data.name=synthetic", "data.kwargs.num_samples=100",
     ...                              "data.kwargs.shape=[4]", "data.kwargs.num_classes=2"])
     >>> summary_line(inspect_data(cfg)).split(";")[0]
-    'data: train 90 / val 10, 2 classes, imbalanced (largest/smallest 1.6x)'
+    'data: train 90 / val 10, 2 classes, imbalanced (largest/smallest 1.7x)'
 """
 
 from __future__ import annotations
