@@ -26,8 +26,7 @@ def field_warnings(split: str, name: str, stats: FieldStats, is_target: bool) ->
     out = []
     what = name if name not in ("input", "target") else ("target" if is_target else "input")
     if stats.nan or stats.inf:
-        nan_samples, inf_samples = _nonfinite_samples(stats)
-        for kind, count in (("NaN", nan_samples), ("Inf", inf_samples)):
+        for kind, count in (("NaN", stats.nan_samples), ("Inf", stats.inf_samples)):
             if count:
                 verb = "contains" if count == 1 else "contain"
                 out.append(f"{split}: {count} {_plural(what, count)} {verb} {kind}")
@@ -43,16 +42,6 @@ def field_warnings(split: str, name: str, stats: FieldStats, is_target: bool) ->
             "divide by the std of train)"
         )
     return out
-
-
-def _nonfinite_samples(stats: FieldStats) -> tuple[int, int]:
-    # Samples are counted once for NaN or Inf together; split them by the value counts.
-    total = stats.nonfinite_samples
-    if not stats.inf:
-        return total, 0
-    if not stats.nan:
-        return 0, total
-    return min(total, stats.nan), min(total, stats.inf)
 
 
 def _plural(word: str, count: int) -> str:

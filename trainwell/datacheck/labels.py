@@ -65,18 +65,20 @@ def label_warnings(
     num_classes: int | None,
     explicit: bool,
     ignore_index: int | None = None,
+    source: str = "",
 ) -> list[str]:
     """Plain-words warnings about the label counts of every split.
 
     ``num_classes`` is the model's (or the config's) when ``explicit``; otherwise it was
     inferred from the largest label, so gaps below it are reported as non-contiguous labels.
+    ``source`` says where ``num_classes`` came from, for the messages.
     """
     out: list[str] = []
     counts = {s: {k: v for k, v in c.items() if k != ignore_index} for s, c in counts.items()}
     for split, c in counts.items():
         out += _range_warnings(split, c, num_classes, explicit)
         out += _imbalance_warnings(split, c, num_classes)
-    out += _missing_warnings(counts, num_classes)
+    out += _missing_warnings(counts, num_classes, source)
     return out
 
 
@@ -121,7 +123,9 @@ def _imbalance_warnings(split: str, counts: dict[int, int], num_classes: int | N
     return []
 
 
-def _missing_warnings(counts: dict[str, dict[int, int]], num_classes: int | None) -> list[str]:
+def _missing_warnings(
+    counts: dict[str, dict[int, int]], num_classes: int | None, source: str
+) -> list[str]:
     seen = {k for c in counts.values() for k in c}
     out = []
     if num_classes is not None:
@@ -130,7 +134,7 @@ def _missing_warnings(counts: dict[str, dict[int, int]], num_classes: int | None
             word = "class" if len(never) == 1 else "classes"
             out.append(
                 f"{word} {_list(never)} never appear{'s' if len(never) == 1 else ''} in any "
-                f"split ({num_classes} classes)"
+                f"split ({num_classes} classes{', from ' + source if source else ''})"
             )
     for split, c in counts.items():
         if not c:

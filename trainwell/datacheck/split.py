@@ -76,7 +76,8 @@ def read_split(
     if columns is not None and report.size is not None:
         _read_tensors(acc, columns, _indices(ds, report.size, max_samples), deadline)
     else:
-        _read_samples(acc, name, _samples(ds, report.size, max_samples), deadline)
+        at = [0]  # the index being read, for the message if reading it fails
+        _read_samples(acc, name, ds, _samples(ds, report.size, max_samples, at), at, deadline)
     acc.flush()
     if report.size is not None and report.read < report.size:
         report.stopped = report.stopped or "limit"
@@ -92,12 +93,15 @@ def _indices(ds: Any, size: int, max_samples: int) -> torch.Tensor:
     return chosen.sort().values
 
 
-def _samples(ds: Any, size: int | None, max_samples: int) -> Iterator[tuple[int, Any]]:
+def _samples(ds: Any, size: int | None, max_samples: int, at: list[int]) -> Iterator[Any]:
     if size is None or not hasattr(ds, "__getitem__"):
-        yield from enumerate(itertools.islice(iter(ds), max_samples))
+        for i, sample in enumerate(itertools.islice(iter(ds), max_samples)):
+            yield sample
+            at[0] = i + 1
         return
     for i in _indices(ds, size, max_samples).tolist():
-        yield i, ds[i]
+        at[0] = i
+        yield ds[i]
 
 
 def _tensor_base(ds: Any) -> tuple[tuple[torch.Tensor, ...], Callable] | None:
@@ -129,11 +133,10 @@ def _read_tensors(acc: _Accumulator, columns: tuple, idx: torch.Tensor, deadline
 
 
 def _read_samples(
-    acc: _Accumulator, split: str, samples: Iterator[tuple[int, Any]], deadline: float
+    acc: _Accumulator, split: str, ds: Any, samples: Iterator[Any], at: list[int], deadline: float
 ) -> None:
-    i = 0
     try:
-        for i, sample in samples:  # noqa: B007 - i names the sample that failed
+        for sample in samples:
             acc.add_sample(sample)
             if time.monotonic() > deadline:
                 acc.report.stopped = "time"
@@ -141,9 +144,20 @@ def _read_samples(
     except UserError:
         raise
     except Exception as exc:  # the user's data set failed: one line, not a traceback
+        i = at[0]
         raise UserError(
-            f"data: cannot read sample {i} of the {split} split: {type(exc).__name__}: {exc}"
+            f"data: cannot read sample {i} of the {split} split{_where(ds, i)}: "
+            f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
         ) from exc
+
+
+def _where(ds: Any, i: int) -> str:
+    """`` (index 13 of BadRow)`` for a split carved out of a data set by Subsets."""
+    if not isinstance(ds, Subset) or i >= len(ds):
+        return ""
+    while isinstance(ds, Subset):
+        i, ds = int(ds.indices[i]), ds.dataset
+    return f" (index {i} of {type(ds).__name__})"
 
 
 class _Accumulator:

@@ -69,6 +69,8 @@ class FieldStats:
     nan: int = 0
     inf: int = 0
     nonfinite_samples: int = 0
+    nan_samples: int = 0
+    inf_samples: int = 0
     shapes: set[tuple[int, ...]] = field(default_factory=set)
     lengths: list[int] = field(default_factory=list)
     channels: list[Moments] | None = None
@@ -94,9 +96,9 @@ class FieldStats:
         nan, inf = torch.isnan(batch), torch.isinf(batch)
         self.nan += int(nan.sum())
         self.inf += int(inf.sum())
-        self.nonfinite_samples += (
-            int((nan | inf).flatten(1).any(1).sum()) if shape else int((nan | inf).sum())
-        )
+        self.nan_samples += _samples_with(nan)
+        self.inf_samples += _samples_with(inf)
+        self.nonfinite_samples += _samples_with(nan | inf)
         finite = ~(nan | inf)
         self.values.add(batch[finite])
         self._add_channels(batch, finite, shape)
@@ -126,7 +128,8 @@ class FieldStats:
             out["shape"] = None
             out["shapes"] = len(self.shapes)
         out.update(self.values.to_dict())
-        out.update(nan=self.nan, inf=self.inf, nonfinite_samples=self.nonfinite_samples)
+        out.update(nan=self.nan, inf=self.inf, nonfinite_samples=self.nonfinite_samples,
+                   nan_samples=self.nan_samples, inf_samples=self.inf_samples)  # fmt: skip
         if self.channels is not None:
             out["channels"] = [m.to_dict() for m in self.channels]
         if self.variable_length:
@@ -138,6 +141,11 @@ class FieldStats:
     def variable_length(self) -> bool:
         """Samples of this field differ in shape and their lengths are known."""
         return len(self.shapes) > 1 and len(self.lengths) == self.samples
+
+
+def _samples_with(mask: torch.Tensor) -> int:
+    """How many samples (rows of ``mask``) have a True anywhere."""
+    return int(mask.flatten(1).any(1).sum()) if mask.ndim > 1 else int(mask.sum())
 
 
 def channel_dim(shape: tuple[int, ...]) -> int | None:
