@@ -130,7 +130,8 @@ MISSING = """
 @pytest.mark.parametrize("missing", [7, 0, 9])
 def test_class_missing_from_val(cli, tmp_path, missing):
     mod = user_module(tmp_path, MISSING)
-    report, out = report_of(cli, tmp_path, f"data.name={mod}:make", f"data.kwargs.missing={missing}")
+    report, out = report_of(cli, tmp_path, f"data.name={mod}:make",
+                            f"data.kwargs.missing={missing}")  # fmt: skip
     train_count = report["splits"]["train"]["label_counts"][str(missing)]
     assert f"val: class {missing} never appears (train has {train_count})" in report["warnings"]
     assert str(missing) not in report["splits"]["val"]["label_counts"]
@@ -194,8 +195,9 @@ def test_labels_outside_the_classes_are_reported_not_refused(cli, tmp_path):
 
 def test_the_models_outputs_give_the_number_of_classes(cli, tmp_path):
     mod = user_module(tmp_path, GAPS)
-    report, _ = report_of(cli, tmp_path, f"data.name={mod}:gaps",
-                          "data.kwargs.values=0,1,2,3,4,5,6,7,8,9", f"model.name={mod}:Wide")  # fmt: skip
+    ten = ",".join(str(k) for k in range(10))
+    report, _ = report_of(cli, tmp_path, f"data.name={mod}:gaps", f"data.kwargs.values={ten}",
+                          f"model.name={mod}:Wide")  # fmt: skip
     assert report["num_classes"] == 12 and report["classes_from"] == "the model's outputs"
     assert ("classes 10, 11 never appear in any split (12 classes, from the model's outputs)"
             in report["warnings"])
@@ -244,7 +246,8 @@ def test_nan_and_inf_inputs_are_counted(cli, tmp_path, nan_at, inf_at):
         channel1 = x[:, 1][x[:, 1].isfinite()].double()
         assert got["channels"][1]["mean"] == pytest.approx(float(channel1.mean()), abs=1e-9)
         for kind, count in (("NaN", nan_samples), ("Inf", inf_samples)):
-            line = f"{name}: {count} input{'' if count == 1 else 's'} contain{'s' if count == 1 else ''} {kind}"
+            words = "input contains" if count == 1 else "inputs contain"
+            line = f"{name}: {count} {words} {kind}"
             assert (line in report["warnings"]) == (count > 0), (line, report["warnings"])
 
 
@@ -254,7 +257,8 @@ SCALES = """
 
     def raw(n=300):  # pixels 0..255, never scaled
         g = torch.Generator().manual_seed(0)
-        return TensorDataset(torch.randint(0, 256, (n, 16), generator=g).float(), torch.arange(n) % 2)
+        x = torch.randint(0, 256, (n, 16), generator=g).float()
+        return TensorDataset(x, torch.arange(n) % 2)
 
     def mismatch(n=300, factor=255.0):  # train standardized, val not
         g = torch.Generator().manual_seed(0)
