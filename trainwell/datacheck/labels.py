@@ -5,7 +5,7 @@ Every check names the split and says in plain words what is wrong, e.g.
 
 Example:
     >>> counts = {"train": {0: 90, 1: 10}, "val": {0: 10}}
-    >>> for line in label_warnings(counts, num_classes=2, explicit=True):
+    >>> for line in label_warnings(counts, num_classes=2):
     ...     print(line)
     train: 90% of samples are class 0
     val: 100% of samples are class 0
@@ -14,7 +14,6 @@ Example:
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Any
 
 import torch
@@ -31,11 +30,6 @@ def count_labels(targets: torch.Tensor) -> dict[int, int]:
     """``{class: count}``, sorted by class."""
     values, counts = torch.unique(targets.flatten().long(), return_counts=True)
     return {int(v): int(c) for v, c in zip(values.tolist(), counts.tolist())}
-
-
-def merge_counts(into: Counter, targets: torch.Tensor) -> None:
-    """Add the labels of ``targets`` to ``into``."""
-    into.update(count_labels(targets))
 
 
 def majority(counts: dict[int, int]) -> tuple[int, float] | None:
@@ -63,28 +57,36 @@ def balance(counts: dict[int, int], num_classes: int | None) -> str:
 def label_warnings(
     counts: dict[str, dict[int, int]],
     num_classes: int | None,
-    explicit: bool,
     ignore_index: int | None = None,
     source: str = "",
 ) -> list[str]:
     """Plain-words warnings about the label counts of every split.
 
-    ``num_classes`` is the model's (or the config's) when ``explicit``; otherwise it was
-    inferred from the largest label, so gaps below it are reported as non-contiguous labels.
-    ``source`` says where ``num_classes`` came from, for the messages.
+    ``num_classes`` is the model's, the config's or 1 + the largest label; ``source`` says
+    which, for the messages. Labels equal to the loss's ``ignore_index`` are left out.
     """
     out: list[str] = []
     counts = {s: {k: v for k, v in c.items() if k != ignore_index} for s, c in counts.items()}
     for split, c in counts.items():
-        out += _range_warnings(split, c, num_classes, explicit)
+        out += _range_warnings(split, c, num_classes)
         out += _imbalance_warnings(split, c, num_classes)
+    out += _contiguity_warnings(counts)
     out += _missing_warnings(counts, num_classes, source)
     return out
 
 
-def _range_warnings(
-    split: str, counts: dict[int, int], num_classes: int | None, explicit: bool
-) -> list[str]:
+def _contiguity_warnings(counts: dict[str, dict[int, int]]) -> list[str]:
+    # Over all splits at once: a class missing from one split has its own warning.
+    present = sorted({k for c in counts.values() for k in c if k >= 0})
+    if not present or present == list(range(len(present))):
+        return []
+    return [
+        f"labels are not contiguous 0..C-1: {len(present)} distinct values {_list(present)}; "
+        f"map them to 0..{len(present) - 1}"
+    ]
+
+
+def _range_warnings(split: str, counts: dict[int, int], num_classes: int | None) -> list[str]:
     out = []
     if num_classes is not None:
         outside = {k: v for k, v in counts.items() if not 0 <= k < num_classes}
@@ -96,12 +98,6 @@ def _range_warnings(
     elif any(k < 0 for k in counts):
         negative = {k: v for k, v in counts.items() if k < 0}
         out.append(f"{split}: {sum(negative.values())} negative labels ({_classes(negative)})")
-    present = sorted(k for k in counts if k >= 0)
-    if not explicit and present and present != list(range(len(present))):
-        out.append(
-            f"{split}: labels are not contiguous 0..C-1: {len(present)} distinct values "
-            f"{_list(present)}; map them to 0..{len(present) - 1}"
-        )
     return out
 
 

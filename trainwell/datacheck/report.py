@@ -141,8 +141,7 @@ def _warnings(cfg: Config, report: DataReport) -> list[str]:
     out: list[str] = []
     counts = {n: dict(r.classes) for n, r in report.splits.items() if r.classes is not None}
     if counts:
-        explicit = report.classes_from != "the label range"
-        out += label_warnings(counts, report.num_classes, explicit, _ignore_index(cfg),
+        out += label_warnings(counts, report.num_classes, _ignore_index(cfg),
                               report.classes_from or "")  # fmt: skip
     for name, split in report.splits.items():
         for field_name, stats in split.inputs.items():
