@@ -107,6 +107,7 @@ def test_majority_class_is_named_with_its_share(cli, tmp_path, factory, kwargs):
     assert f"train: {share:.0%} of samples are class 0" in report["warnings"]
     assert report["splits"]["train"]["labels"]["majority_class"] == 0
     assert report["splits"]["train"]["labels"]["majority_share"] == pytest.approx(share)
+    assert report["splits"]["train"]["labels"]["missing"] == []
 
 
 MISSING = """
@@ -135,6 +136,7 @@ def test_class_missing_from_val(cli, tmp_path, missing):
     train_count = report["splits"]["train"]["label_counts"][str(missing)]
     assert f"val: class {missing} never appears (train has {train_count})" in report["warnings"]
     assert str(missing) not in report["splits"]["val"]["label_counts"]
+    assert report["splits"]["val"]["labels"]["missing"] == [missing]
     assert f"val: class {missing} never appears" in out
 
 

@@ -22,6 +22,8 @@ import torch
 RARE_RATIO = 10.0
 # At most this ratio between the largest and the smallest class reads as "balanced".
 BALANCED_RATIO = 1.5
+# The majority share warned about, at least (with many classes 1/C + ... is small).
+MAJORITY_FLOOR = 0.4
 # Long lists of classes are cut in messages.
 SHOWN = 8
 
@@ -41,17 +43,13 @@ def majority(counts: dict[int, int]) -> tuple[int, float] | None:
     return top, counts[top] / total
 
 
-def balance(counts: dict[int, int], num_classes: int | None) -> str:
+def balance(counts: dict[int, int]) -> str:
     """``balanced`` or ``imbalanced (largest/smallest 8.0x)``, over the classes present."""
     present = [c for c in counts.values() if c]
     if not present:
         return "no labels"
     ratio = max(present) / min(present)
-    in_range = [k for k in counts if num_classes is not None and 0 <= k < num_classes]
-    missing = num_classes is not None and len(in_range) < num_classes
-    if ratio <= BALANCED_RATIO and not missing:
-        return "balanced"
-    return f"imbalanced (largest/smallest {ratio:.1f}x)" + (", classes missing" if missing else "")
+    return "balanced" if ratio <= BALANCED_RATIO else f"imbalanced (largest/smallest {ratio:.1f}x)"
 
 
 def label_warnings(
@@ -107,8 +105,9 @@ def _imbalance_warnings(split: str, counts: dict[int, int], num_classes: int | N
     if top is None or classes < 2:
         return []
     cls, share = top
-    # Halfway between balanced (1/C) and a single class (1): 75% for 2 classes, 55% for 10.
-    if share >= 0.5 * (1 + 1 / classes):
+    # A third of the way from balanced (1/C) to a single class: 67% of 2 classes, 56% of 3,
+    # and never below 40% (many classes).
+    if share >= max(MAJORITY_FLOOR, 1 / classes + (1 - 1 / classes) / 3):
         return [f"{split}: {share:.0%} of samples are class {cls}"]
     rarest = min(counts, key=lambda k: (counts[k], k))
     if counts[cls] >= RARE_RATIO * counts[rarest]:

@@ -50,7 +50,8 @@ def _split_json(s: SplitReport, num_classes: int | None) -> dict[str, Any]:
             "distinct": len(s.classes),
             "majority_class": top[0] if top else None,
             "majority_share": top[1] if top else None,
-            "balance": balance(dict(s.classes), num_classes),
+            "balance": balance(dict(s.classes)),
+            "missing": [k for k in range(num_classes or 0) if k not in s.classes],
         }
     main = s.main_input
     out["inputs"] = {**(s.inputs[main].to_dict() if main else {}), "name": main,
@@ -90,7 +91,8 @@ def render(report: DataReport, say=print) -> None:
     """The report as text, one block per split, then the warnings."""
     read = [s for s in report.splits.values() if s.stopped]
     scope = "every sample" if not read else f"at most {report.max_samples} samples per split"
-    say(f"data {report.name}: {len(report.splits)} split(s); statistics over {scope}")
+    n = len(report.splits)
+    say(f"data {report.name}: {n} split{'s' if n > 1 else ''}; statistics over {scope}")
     if report.num_classes is not None:
         say(f"  classes      {report.num_classes} (from {report.classes_from})")
     for split in report.splits.values():
@@ -113,7 +115,8 @@ def _render_split(s: SplitReport, num_classes: int | None, say) -> None:
     if s.classes is not None:
         counts = dict(s.classes)
         top = majority(counts)
-        head = f"{len(counts)} distinct, {balance(counts, num_classes)}"
+        of = f" of {num_classes}" if num_classes is not None else ""
+        head = f"{len(counts)}{of} classes, {balance(counts)}"
         if top:
             head += f"; most common class {top[0]} ({top[1]:.1%})"
         say(f"  labels       {head}{'' if s.labels_complete else ' (over the samples read)'}")
@@ -161,7 +164,7 @@ def summary_line(report: DataReport) -> str:
     train = report.splits["train"]
     parts = [f"data: {sizes}"]
     if train.classes is not None:
-        shape = balance(dict(train.classes), report.num_classes)
+        shape = balance(dict(train.classes))
         parts.append(f"{report.num_classes} classes, {shape}")
     elif train.targets is not None:
         d = train.targets.values.to_dict()
