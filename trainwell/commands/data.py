@@ -46,26 +46,16 @@ def _data(args: argparse.Namespace) -> int:
     import json
     from pathlib import Path
 
-    from trainwell.commands.bench_data import _check_folder
     from trainwell.config import load_config
     from trainwell.datacheck.grid import write_grid
     from trainwell.datacheck.render import render, to_json
     from trainwell.datacheck.report import inspect_data
-    from trainwell.errors import UserError
 
-    if args.max_samples < 1:
-        raise UserError(f"--max-samples: expected a positive number, got {args.max_samples}")
-    if not args.seconds > 0:
-        raise UserError(f"--seconds: expected a positive number, got {args.seconds}")
-    out = Path(args.out) if args.out else None
-    if out is not None and out.exists() and not out.is_dir():
-        raise UserError(f"--out: {out} is a file; give a folder")
-    # A --json inside --out is fine: that folder is made below.
-    if not (args.json and out is not None and Path(args.json).parent == out):
-        _check_folder("--json", args.json)
+    _check_args(args)  # before the data is read: a typo should not cost the reading
     cfg = load_config(args.config, args.overrides)
     report = inspect_data(cfg, max_samples=args.max_samples, seconds=args.seconds)
-    if out is not None:
+    if args.out:
+        out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
         for name, split in report.splits.items():
             written = write_grid(split, out / f"samples_{name}.png")
@@ -78,3 +68,24 @@ def _data(args: argparse.Namespace) -> int:
         Path(args.json).write_text(json.dumps(to_json(report), indent=2) + "\n")
         print(f"wrote {args.json}")
     return 0
+
+
+def _check_args(args: argparse.Namespace) -> None:
+    from pathlib import Path
+
+    from trainwell.errors import UserError
+
+    if args.max_samples < 1:
+        raise UserError(f"--max-samples: expected a positive number, got {args.max_samples}")
+    if not args.seconds > 0:
+        raise UserError(f"--seconds: expected a positive number, got {args.seconds}")
+    out = Path(args.out) if args.out else None
+    if out is not None and out.exists() and not out.is_dir():
+        raise UserError(f"--out: {out} is a file; give a folder")
+    # A --json inside --out is fine: that folder is made after the reading.
+    if args.json and not (out is not None and Path(args.json).parent == out):
+        target = Path(args.json)
+        if target.is_dir():
+            raise UserError(f"--json: {target} is a folder; give a file path")
+        if not target.parent.is_dir():
+            raise UserError(f"--json: the folder {target.parent} does not exist")
