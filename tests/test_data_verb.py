@@ -438,3 +438,53 @@ def test_docstring_examples(name):
         "trainwell.datacheck" if name == "__init__" else f"trainwell.datacheck.{name}")
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS, verbose=False)
     assert result.failed == 0, f"{result.failed} docstring example(s) of {name} failed"
+
+
+LEAKS = """
+    import torch
+    from torch.utils.data import DataLoader, Dataset, TensorDataset
+
+    def copied(copies=7, n=200):
+        g = torch.Generator().manual_seed(4)
+        x, y = torch.randn(n, 6, generator=g), torch.arange(n) % 3
+        vx, vy = torch.randn(50, 6, generator=g), torch.arange(50) % 3
+        vx[:copies] = x[10 : 10 + copies]
+        x[100:103] = x[0]  # three repeats of the first sample inside train
+        return TensorDataset(x, y), TensorDataset(vx, vy)
+
+    class Rows(Dataset):
+        def __init__(self, x):
+            self.x = x
+        def __len__(self):
+            return len(self.x)
+        def __getitem__(self, i):
+            return {"x": self.x[i], "label": i % 2, "id": f"row-{i}"}
+
+    def same_loader():
+        ds = Rows(torch.randn(80, 3, generator=torch.Generator().manual_seed(0)))
+        return DataLoader(ds, batch_size=8), DataLoader(ds, batch_size=8)
+"""
+
+
+@pytest.mark.parametrize("copies", [1, 7, 50])
+def test_val_samples_that_are_also_in_train(cli, tmp_path, copies):
+    mod = user_module(tmp_path, LEAKS)
+    report, _ = report_of(cli, tmp_path, f"data.name={mod}:copied", f"data.kwargs.copies={copies}")
+    assert (f"val: {copies} of 50 samples also appear in train (identical inputs): its scores "
+            "would flatter the model") in report["warnings"]  # fmt: skip
+    assert report["splits"]["train"]["duplicates"] == 3
+    assert report["splits"]["val"]["duplicates"] == 0
+
+
+def test_the_same_data_in_both_loaders(cli, tmp_path):
+    mod = user_module(tmp_path, LEAKS)
+    report, _ = report_of(cli, tmp_path, f"data.name={mod}:same_loader", "train.max_steps=1")
+    assert any(w.startswith("val: 80 of 80 samples also appear in train") for w in
+               report["warnings"]), report["warnings"]  # fmt: skip
+    assert report["splits"]["train"]["first_batch"]["tensors"]["x"]["shape"] == [8, 3]
+
+
+def test_no_overlap_no_warning(cli, tmp_path):
+    mod = user_module(tmp_path, LEAKS)
+    report, _ = report_of(cli, tmp_path, f"data.name={mod}:copied", "data.kwargs.copies=0")
+    assert not any("also appear" in w for w in report["warnings"])

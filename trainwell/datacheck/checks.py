@@ -71,6 +71,26 @@ def shift_warnings(train: SplitReport, other: SplitReport) -> list[str]:
     return out
 
 
+def overlap_warnings(train: SplitReport, other: SplitReport) -> list[str]:
+    """Val/test samples whose inputs are also in train: the score would flatter the model."""
+    if not train.digests or not other.digests:
+        return []
+    shared = sum(n for digest, n in other.digests.items() if digest in train.digests)
+    if not shared:
+        return []
+    # Over the samples read: with a limit, there may be more.
+    bound = "" if train.stopped is None and other.stopped is None else "at least "
+    return [
+        f"{other.name}: {bound}{shared} of {other.read} samples also appear in train "
+        "(identical inputs): its scores would flatter the model"
+    ]
+
+
+def duplicate_count(report: SplitReport) -> int:
+    """Samples read whose inputs repeat an earlier sample's of the same split."""
+    return sum(n - 1 for n in report.digests.values())
+
+
 def batch_warning(report: SplitReport) -> list[str]:
     """The split's samples that do not collate into a batch."""
     if report.batch_error is None:

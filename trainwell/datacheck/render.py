@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from trainwell.datacheck.checks import duplicate_count
 from trainwell.datacheck.labels import balance, json_counts, majority
 from trainwell.datacheck.report import DataReport
 from trainwell.datacheck.split import SplitReport
@@ -41,7 +42,8 @@ def to_json(report: DataReport) -> dict[str, Any]:
 
 
 def _split_json(s: SplitReport, num_classes: int | None) -> dict[str, Any]:
-    out: dict[str, Any] = {"size": s.size, "read": s.read, "stopped": s.stopped}
+    out: dict[str, Any] = {"size": s.size, "read": s.read, "stopped": s.stopped,
+                           "duplicates": duplicate_count(s)}  # fmt: skip
     out["label_counts"] = json_counts(dict(s.classes)) if s.classes is not None else None
     if s.classes is not None:
         top = majority(dict(s.classes))

@@ -22,7 +22,12 @@ import torch
 
 from trainwell.config import Config
 from trainwell.data import BUILTIN_DATA, DataSplits, build_collate, build_data
-from trainwell.datacheck.checks import batch_warning, field_warnings, shift_warnings
+from trainwell.datacheck.checks import (
+    batch_warning,
+    field_warnings,
+    overlap_warnings,
+    shift_warnings,
+)
 from trainwell.datacheck.labels import label_warnings
 from trainwell.datacheck.split import SplitReport, read_split
 from trainwell.engine.batch import collate_for
@@ -151,6 +156,7 @@ def _warnings(cfg: Config, report: DataReport) -> list[str]:
         out += batch_warning(split)
         if name != "train":
             out += shift_warnings(report.splits["train"], split)
+            out += overlap_warnings(report.splits["train"], split)
     return out
 
 

@@ -50,6 +50,8 @@ class SplitReport:
     first_batch: Any = None
     batch_error: str | None = None
     images: list[tuple[torch.Tensor, int | None]] = field(default_factory=list)
+    # A digest of each sample's inputs read: duplicates, and samples shared between splits.
+    digests: Counter = field(default_factory=Counter)
 
     @property
     def main_input(self) -> str | None:
@@ -174,6 +176,7 @@ class _Accumulator:
         for name, tensor in inputs.items():
             self.pending.setdefault(name, []).append(tensor)
         self._keep_image(inputs, target)
+        self.report.digests[_digest(inputs.values())] += 1
         self.report.read += 1
         if self.report.read % CHUNK == 0:
             self.flush()
@@ -189,6 +192,8 @@ class _Accumulator:
                 if len(self.report.images) >= GRID_MAX:
                     break
                 self._keep_image({main: inputs[main][k]}, None if target is None else target[k])
+        for k in range(len(columns[0])):
+            self.report.digests[_digest(b[k] for b in inputs.values())] += 1
         self.report.read += len(columns[0])
 
     def flush(self) -> None:
@@ -222,6 +227,15 @@ class _Accumulator:
         label = int(target) if self.is_class and target is not None else None
         if sum(1 for _, lab in self.report.images if lab == label) < GRID_PER_CLASS:
             self.report.images.append((image.detach().float(), label))
+
+
+def _digest(tensors: Any) -> int:
+    """Equal for samples whose inputs are equal (shape, dtype and bytes)."""
+    return hash(tuple(
+        (tuple(t.shape), t.dtype, t.detach().cpu().contiguous().view(-1).view(torch.uint8)
+         .numpy().tobytes())
+        for t in tensors
+    ))  # fmt: skip
 
 
 def _is_image(t: torch.Tensor) -> bool:
