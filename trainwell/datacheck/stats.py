@@ -40,16 +40,19 @@ class Moments:
         n = values.numel()
         if n == 0:
             return
-        v = values.double()
-        mean = float(v.mean())
-        m2 = float(((v - mean) ** 2).sum())
+        # float32 values stay float32 (sums accumulate in float64); narrower floats and
+        # integers (token ids of int64) are widened first.
+        v = values if values.dtype in (torch.float32, torch.float64) else values.double()
+        mean = float(v.sum(dtype=torch.float64)) / n
+        m2 = float(((v - mean) ** 2).sum(dtype=torch.float64))
         total = self.n + n
         delta = mean - self.mean
         self.mean += delta * n / total
         self.m2 += m2 + delta * delta * self.n * n / total
         self.n = total
-        self.lo = min(self.lo, float(v.min()))
-        self.hi = max(self.hi, float(v.max()))
+        lo, hi = torch.aminmax(v)
+        self.lo = min(self.lo, float(lo))
+        self.hi = max(self.hi, float(hi))
 
     def to_dict(self) -> dict[str, float | None]:
         """``mean``, ``std`` (population), ``min``, ``max``; ``None`` without values."""
@@ -93,13 +96,17 @@ class FieldStats:
             return
         if batch.is_complex():
             batch = batch.abs()
+        finite = torch.isfinite(batch)
+        if bool(finite.all()):  # the usual case: no mask to apply, no copy
+            self.values.add(batch)
+            self._add_channels(batch, None, shape)
+            return
         nan, inf = torch.isnan(batch), torch.isinf(batch)
         self.nan += int(nan.sum())
         self.inf += int(inf.sum())
         self.nan_samples += _samples_with(nan)
         self.inf_samples += _samples_with(inf)
         self.nonfinite_samples += _samples_with(nan | inf)
-        finite = ~(nan | inf)
         self.values.add(batch[finite])
         self._add_channels(batch, finite, shape)
 
@@ -107,7 +114,7 @@ class FieldStats:
         """One sample."""
         self.add_batch(sample.unsqueeze(0))
 
-    def _add_channels(self, batch: torch.Tensor, finite: torch.Tensor, shape: tuple) -> None:
+    def _add_channels(self, batch: torch.Tensor, finite: torch.Tensor | None, shape: tuple) -> None:
         dim = channel_dim(shape)
         if dim is None or (self.channel_dim is not None and dim != self.channel_dim):
             return
@@ -117,7 +124,7 @@ class FieldStats:
             return
         for c, moments in enumerate(self.channels):
             values = batch.select(dim + 1, c)
-            moments.add(values[finite.select(dim + 1, c)])
+            moments.add(values if finite is None else values[finite.select(dim + 1, c)])
 
     def to_dict(self) -> dict[str, Any]:
         """The statistics as plain JSON values."""
