@@ -488,3 +488,37 @@ def test_no_overlap_no_warning(cli, tmp_path):
     mod = user_module(tmp_path, LEAKS)
     report, _ = report_of(cli, tmp_path, f"data.name={mod}:copied", "data.kwargs.copies=0")
     assert not any("also appear" in w for w in report["warnings"])
+
+
+def test_nan_in_named_fields_and_in_targets(cli, tmp_path):
+    mod = user_module(tmp_path, """
+        import torch
+        from torch.utils.data import Dataset
+
+        class Named(Dataset):
+            def __len__(self):
+                return 100
+            def __getitem__(self, i):
+                pixels = torch.full((4,), float("nan") if i in (1, 2) else 0.5 + i)
+                y = float("inf") if i == 3 else float(i)
+                return {"pixels": pixels, "y": y}
+
+        def pairs():
+            x = torch.randn(60, 3)
+            y = torch.randn(60)
+            y[[4, 9, 30, 31]] = float("nan")
+            return torch.utils.data.TensorDataset(x, y), None
+    """)  # fmt: skip
+    report, _ = report_of(cli, tmp_path, f"data.name={mod}:Named", "data.val_fraction=0.01")
+    from trainwell.data import split_off
+
+    train_idx = set(split_off(list(range(100)), 0.01)[0].indices)
+    nan_rows, inf_rows = len({1, 2} & train_idx), len({3} & train_idx)
+    assert report["splits"]["train"]["inputs"]["nan_samples"] == nan_rows
+    assert report["splits"]["train"]["targets"]["inf_samples"] == inf_rows
+    line = f"train: {nan_rows} sample{'s have' if nan_rows > 1 else ' has'} NaN in pixels"
+    assert (line in report["warnings"]) == (nan_rows > 0)
+    assert ("train: 1 sample has Inf in y" in report["warnings"]) == (inf_rows > 0)
+    report, _ = report_of(cli, tmp_path, f"data.name={mod}:pairs")
+    assert "train: 4 targets contain NaN" in report["warnings"]
+    assert report["splits"]["train"]["targets"]["nan"] == 4

@@ -28,8 +28,7 @@ def field_warnings(split: str, name: str, stats: FieldStats, is_target: bool) ->
     if stats.nan or stats.inf:
         for kind, count in (("NaN", stats.nan_samples), ("Inf", stats.inf_samples)):
             if count:
-                verb = "contains" if count == 1 else "contain"
-                out.append(f"{split}: {count} {_plural(what, count)} {verb} {kind}")
+                out.append(f"{split}: {_holding(what, count, kind)}")
     d = stats.values.to_dict()
     if is_target or not stats.dtype.startswith(("float", "bfloat")) or d["std"] is None:
         return out
@@ -44,8 +43,11 @@ def field_warnings(split: str, name: str, stats: FieldStats, is_target: bool) ->
     return out
 
 
-def _plural(word: str, count: int) -> str:
-    return word if count == 1 or word.endswith("s") else word + "s"
+def _holding(what: str, count: int, kind: str) -> str:
+    """``3 inputs contain NaN``, ``1 target contains Inf``, ``2 samples have NaN in y``."""
+    if what in ("input", "target"):
+        return f"{count} {what}{'s contain' if count > 1 else ' contains'} {kind}"
+    return f"{count} sample{'s have' if count > 1 else ' has'} {kind} in {what}"
 
 
 def shift_warnings(train: SplitReport, other: SplitReport) -> list[str]:
