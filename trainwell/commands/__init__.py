@@ -13,7 +13,7 @@ import argparse
 import importlib
 
 # Order is the order of the verbs in ``trainwell --help``.
-MODULES: tuple[str, ...] = ("bench_data", "batch_size", "profile", "deploy", "report")
+MODULES: tuple[str, ...] = ("data", "bench_data", "batch_size", "profile", "deploy", "report")
 
 
 def register_all(sub: argparse._SubParsersAction) -> None:

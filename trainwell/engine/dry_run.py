@@ -12,7 +12,9 @@ import torch
 from rich.console import Console
 
 from trainwell.config import Config
+from trainwell.datacheck.dry_run import dry_run_data_line
 from trainwell.engine.batch import describe, sample_count, to_device
+from trainwell.engine.module_table import ModuleOutputs
 from trainwell.engine.step_fn import split_pair, unpack
 
 if TYPE_CHECKING:
@@ -33,7 +35,7 @@ def dry_run_report(console: Console, cfg: Config, parts: Parts, trainer: Trainer
     model.train()
     moved = to_device(batch, place.device)
     outputs = None
-    with precision.autocast():
+    with precision.autocast(), ModuleOutputs(model) as table:
         if parts.steps.loss_fn is not None:
             # The loss-built step, spelled out to show the model's outputs too.
             inputs, targets = split_pair(moved)
@@ -73,6 +75,7 @@ def dry_run_report(console: Console, cfg: Config, parts: Parts, trainer: Trainer
         lines.append(f"eval batch   {describe(v_batch)}; {_values(v_metrics)}")
     else:
         lines.append("eval batch   no validation data")
+    lines += [dry_run_data_line(cfg, parts), "modules", *("  " + line for line in table.lines())]
     console.print("[bold]dry run[/]: one training and one eval batch went through", highlight=False)
     for line in lines:
         console.print("  " + line, highlight=False, markup=False)
