@@ -42,6 +42,7 @@ from trainwell.engine.fsdp import is_sharded
 from trainwell.engine.given_model import attach, record_of
 from trainwell.engine.given_optim import optimization
 from trainwell.engine.loaders import TrainData, eval_loader
+from trainwell.engine.memory_watch import apply_cuda_alloc_conf
 from trainwell.engine.metric_objects import split_metrics
 from trainwell.engine.monitor import choose_monitor
 from trainwell.engine.overfit_run import overfit_run
@@ -147,6 +148,7 @@ def fit(
     cfg = config if isinstance(config, Config) else load_config(config)
     given = Given(model, train_data, val_data, test_data, loss_fn, step_fn, eval_step_fn,
                   callbacks, optimizer=optimizer, scheduler=scheduler, metrics=metrics)  # fmt: skip
+    apply_cuda_alloc_conf(cfg.run.cuda_alloc_conf, (console or make_console()).print)
     place = setup(cfg.run.device, cfg.dist)
     try:
         # Only rank 0 talks; the others would repeat every line.
@@ -265,6 +267,7 @@ def _assemble(
         check_labels=label_checker(parts.task, parts.splits.train),
         stop=s.stop,
         callbacks=callbacks,
+        findings=(lambda: s.doc.findings) if s.doc is not None else list,
     )
 
 

@@ -42,6 +42,10 @@ class RunConfig:
         False, "deterministic algorithms (and cuDNN settings): exact but slower"
     )
     device: str = option("auto", "auto (cuda, then mps, then cpu), cpu, cuda, cuda:N or mps")
+    cuda_alloc_conf: str = option(
+        "", "PYTORCH_CUDA_ALLOC_CONF for the run, set before CUDA starts (e.g. "
+        "expandable_segments:True against fragmentation); empty: the environment's"
+    )
 
     def __post_init__(self) -> None:
         check(

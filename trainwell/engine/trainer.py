@@ -38,6 +38,7 @@ from trainwell.engine.early_stopping import EarlyStopping
 from trainwell.engine.evaluate import Evaluator
 from trainwell.engine.loaders import TrainData
 from trainwell.engine.memory import MemoryLog
+from trainwell.engine.memory_watch import MemoryWatch, watch_step
 from trainwell.engine.monitor import check_reported
 from trainwell.engine.optim import steps_per_eval
 from trainwell.engine.param_groups import group_lrs
@@ -85,6 +86,8 @@ class Trainer:
     profiler: Any = None
     # True once train() returned: the final state is in last.pt.
     done: bool = False
+    # The doctor's findings so far (the memory monitor names a holder among them).
+    findings: Callable[[], list] = list
     _ddp_checked: bool = field(default=False, repr=False)
     # The monitor was reported once (or found missing: the run stopped).
     _monitor_seen: bool = field(default=False, repr=False)
@@ -102,6 +105,10 @@ class Trainer:
         # The loop owns the step anatomy; the stepper marks its own phases on it.
         self.clock = self.stepper.clock = StepClock(self.place.device)
         self.callbacks.writer = self._write_logged  # ctx.log
+        doctor = self.cfg.doctor
+        self.memwatch = MemoryWatch(doctor.memory_growth_mb, doctor.memory_growth_action)
+        self._memory_action: str | None = None
+        self._last_logged: dict[str, float] = {}  # ctx.metrics at on_step_end adds them
         if self.stepper.precision.scaler is not None:  # fp16: skipped steps, checkpointed
             self.stepper.amp_skipped = self.loop.amp_skipped
 
@@ -126,13 +133,15 @@ class Trainer:
                 if self.loop.step == crash_at:
                     os._exit(13)
                 self.after_step()
-                if self.callbacks.stop_requested_by:
+                if self.callbacks.stop_requested_by or self._memory_action == "stop":
                     break  # the epoch still ends: evaluation, best, last
             self.train_time += time.perf_counter() - started
             self.end_of_epoch(epoch)
             self.stop_if_requested()
             epoch, skip = epoch + 1, 0
         self.done = True
+        if self._memory_action == "stop":
+            return "memory growth: stopped before an out-of-memory (doctor.memory_growth_mb)"
         if self.callbacks.stop_requested_by:
             return f"stopped by callback {self.callbacks.stop_requested_by}"
         if self.stopper.should_stop:
@@ -182,6 +191,9 @@ class Trainer:
             self.checkpointer.save(self.run, [f"step-{step}.pt"])
             if self.place.is_main:
                 ckpt.rotate(self.run.checkpoints, self.cfg.checkpoint.keep_last)
+        if self._memory_action == "checkpoint":
+            self.checkpointer.save(self.run, ["last.pt"])
+            self._memory_action = None
         if step % self._stop_every == 0:
             self.stop_if_requested()
         if self.profiler is not None:
@@ -217,11 +229,24 @@ class Trainer:
         metrics["train/samples_per_s"] = self.samples / max(elapsed, 1e-9)
         for name, value in self.clock.window().items():
             metrics[f"train/{name}"] = value
-        if self.place.is_main:  # only rank 0 logs
-            for name, value in self.memory.sample().items():
-                metrics[f"train/{name}"] = value
+        figures = self.memory.sample() if self.place.is_main else {}  # only rank 0 logs
+        metrics.update({f"train/{name}": value for name, value in figures.items()})
+        self._watch_memory(figures)
         self._last_window_loss = means.get("loss")
+        self._last_logged = metrics
         self.loggers.log_metrics(self.loop.step, metrics)
+
+    def _watch_memory(self, figures: dict[str, float]) -> None:
+        """The memory monitor's verdict at this log point, the same on every rank."""
+        say = lambda line: self.progress.console.print(  # noqa: E731
+            f"[yellow]warning[/]: {line}", highlight=False, soft_wrap=True)
+        action = watch_step(self.memwatch, self.loop.step, figures, self.findings, say)
+        if self.place.distributed and self.memwatch.threshold_mb > 0:
+            for wanted in ("stop", "checkpoint"):  # rank 0 samples; all ranks act alike
+                if any_process(action == wanted, self.place):
+                    action = wanted
+                    break
+        self._memory_action = self._memory_action or action
 
     def end_of_epoch(self, epoch: int) -> None:
         """Evaluate, keep the best, write last.pt, and let early stopping judge."""
@@ -295,10 +320,13 @@ class Trainer:
         """Call the callbacks' ``event`` methods with the run's context."""
         if not self.callbacks.has(event):
             return
+        metrics = self.loop.metrics
+        if event == "on_step_end":  # and the last log point's figures (train/mem/*, ...)
+            metrics = {**metrics, **self._last_logged}
         context = {
             "step": self.loop.step,
             "epoch": self.loop.epoch,
-            "metrics": read_only(self.loop.metrics),
+            "metrics": read_only(metrics),
             "run_dir": self.run.path if self.place.is_main else None,
             "model": self.model,
             "optimizer": self.stepper.optimizer,

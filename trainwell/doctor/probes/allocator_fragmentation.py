@@ -47,7 +47,8 @@ class AllocatorFragmentationProbe:
                 f"bytes) while allocated memory stays flat (~{allocated:,} bytes)",
                 why="the caching allocator cannot reuse its fragmented blocks and keeps "
                 "reserving more: an out-of-memory can come with free memory left",
-                fix="set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True; keep tensor "
+                fix="set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (under trainwell "
+                "train: run.cuda_alloc_conf=expandable_segments:True); keep tensor "
                 "shapes steady (pad variable-length batches to a few sizes)",
                 evidence={"samples": [list(s) for s in self.samples]},
             )
