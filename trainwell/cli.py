@@ -145,6 +145,9 @@ def _parser() -> argparse.ArgumentParser:
     from trainwell.commands import register_all
 
     register_all(sub)
+    from trainwell.trust import add_safe_flags
+
+    add_safe_flags(sub)
     return parser
 
 
@@ -193,6 +196,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _dispatch(args: argparse.Namespace) -> int:
     """Run the verb: a handler set by a module of :mod:`trainwell.commands`, or one here."""
+    from trainwell.trust import apply_args
+
+    apply_args(args)  # --safe: before any config is read
     if getattr(args, "handler", None) is not None:
         return args.handler(args)
     if args.command == "doctor":

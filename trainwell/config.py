@@ -26,6 +26,7 @@ import yaml
 from omegaconf import OmegaConf
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException, ValidationError
 
+from trainwell import safe_config, trust
 from trainwell._options import check, option
 from trainwell.data import DataConfig
 from trainwell.doctor.config import DoctorConfig
@@ -75,6 +76,8 @@ class Config:
         )
         if self.train.max_steps:
             check_warmup(self.sched.warmup_steps, self.train.max_steps)
+        if self.run.safe:  # every import path resolved from now on is checked
+            trust.activate(self.run.allow_imports)
 
 
 def check_warmup(warmup_steps: int, total_steps: int) -> None:
@@ -117,8 +120,9 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
         trainwell.errors.UserError: unknown config key 'optim.learning_rate'; did you mean optim.lr?
     """
     layers = [OmegaConf.structured(Config)]
-    if path is not None:
-        layers.append(OmegaConf.create(_read_yaml(Path(path))))
+    file_data = _read_yaml(Path(path)) if path is not None else None
+    if file_data is not None:
+        layers.append(OmegaConf.create(file_data))
     for item in overrides or []:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
@@ -130,6 +134,19 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
             raise UserError(
                 f"{key.strip()}: cannot parse {value!r} ({_yaml_problem(exc)})"
             ) from None
+    before = trust.active()
+    cfg = _build(layers)
+    if cfg.run.safe:
+        try:
+            safe_config.refuse_widening(file_data, overrides or [])
+        except UserError:
+            trust.reset(before)  # the refused widening must not stay in force
+            raise
+        safe_config.check_config(to_dict(cfg))
+    return cfg
+
+
+def _build(layers: list[Any]) -> Config:
     try:
         merged = OmegaConf.merge(*layers)
         return typing.cast(Config, OmegaConf.to_object(merged))

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from trainwell import trust
 from trainwell.errors import UserError
 
 
@@ -52,6 +53,7 @@ def resolve(path: str, key: str) -> Any:
     # Refused before the import: importing some standard modules already acts
     # (antigravity opens a browser).
     _refuse_stdlib(module_name, path, key)
+    trust.check_module(module_name, path, key)  # --safe: by name, before it runs
     try:
         obj: Any = importlib.import_module(module_name)
     except ImportError as exc:
@@ -66,6 +68,7 @@ def resolve(path: str, key: str) -> Any:
     # A third-party module's own imports reach the standard library too (torch:os.system).
     for step in chain:
         _refuse_stdlib(_module_of(step), path, key, obj)
+        trust.check_module(_module_of(step), path, key)
     return obj
 
 
@@ -94,7 +97,8 @@ def _refuse_stdlib(module: str | None, path: str, key: str, obj: Any = None) -> 
         kind = "object" if obj is not None and not callable(obj) else "callable"
         raise UserError(
             f"{key}: {path!r} is a standard-library {kind}, not "
-            f"{_EXPECTED.get(key, 'what ' + key + ' takes')}; a config runs the code it names"
+            f"{_EXPECTED.get(key, 'what ' + key + ' takes')}; configs are code: run only "
+            "configs you trust; --safe for configs from elsewhere"
         )
 
 
@@ -157,6 +161,7 @@ def call_with(
     takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
     full = {k: v for k, v in injectable.items() if (k in params or takes_any) and k not in kwargs}
     full.update(kwargs)
+    trust.check_kwargs(kwargs, f"{key}.kwargs")
     try:
         inspect.signature(factory).bind(*args, **full)
     except TypeError as exc:
