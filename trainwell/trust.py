@@ -26,10 +26,10 @@ Example:
     (True, True)
     >>> policy.allows_name("numpy")
     False
-    >>> check_kwargs({"weights_only": False}, "model.kwargs", force=True)
+    >>> check_kwargs({"weights_only": False}, "kw", force=True)
     Traceback (most recent call last):
     ...
-    trainwell.errors.UserError: model.kwargs.weights_only: False loads or runs code; --safe refuses it
+    trainwell.errors.UserError: kw.weights_only: False loads or runs code; --safe refuses it
 """
 
 from __future__ import annotations
@@ -175,7 +175,10 @@ def _is_users_own(module: str) -> bool:
     if loaded is not None:
         places = [getattr(loaded, "__file__", None), *list(getattr(loaded, "__path__", []))]
     else:
-        top, _, rest = module.partition(".")
+        top = module.partition(".")[0]
+        cwd = str(Path.cwd())
+        if cwd not in sys.path:  # importable as resolve() makes it, as with python -m
+            sys.path.insert(0, cwd)
         try:  # a top-level find_spec only looks; it imports and runs nothing
             spec = importlib.util.find_spec(top)
         except (ImportError, ValueError):

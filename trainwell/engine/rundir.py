@@ -43,8 +43,9 @@ class RunConfig:
     )
     device: str = option("auto", "auto (cuda, then mps, then cpu), cpu, cuda, cuda:N or mps")
     safe: bool = option(
-        False, "safe mode (--safe) for configs from elsewhere: import paths only into your own "
-        "modules and an allow-list, no keyword arguments that load or run code"
+        False,
+        "safe mode (--safe) for configs from elsewhere: import paths only into your own "
+        "modules and an allow-list, no keyword arguments that load or run code",
     )
     allow_imports: list[str] = option(
         [], "module prefixes safe mode also allows (give it on the command line)"
