@@ -176,12 +176,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UserError as exc:
         if args.debug:
             raise
-        print(f"trainwell: error: {exc}", file=sys.stderr)
+        print(f"trainwell: error: {_printable(exc)}", file=sys.stderr)
         return 2
     except Diverged as exc:
         if args.debug:
             raise
-        print(f"trainwell: failed: {exc}", file=sys.stderr)
+        print(f"trainwell: failed: {_printable(exc)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt as exc:
         if args.debug:
@@ -192,6 +192,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             name = signal.Signals(signum).name
             print(f"trainwell: interrupted by {name}", file=sys.stderr)
         return 128 + signum
+
+
+def _printable(exc: BaseException) -> str:
+    # A message may quote a folder or file name: its escape bytes must not reach the terminal.
+    from trainwell.printable import printable
+
+    return printable(exc, keep="\n\t")
 
 
 def _dispatch(args: argparse.Namespace) -> int:

@@ -78,8 +78,18 @@ class Config:
         )
         if self.train.max_steps:
             check_warmup(self.sched.warmup_steps, self.train.max_steps)
+        # runs/<timestamp>-<name> must fit one file name (255 bytes on every common system).
+        check(
+            self.run.dir is not None or len(self.run.name.encode()) <= MAX_NAME_BYTES,
+            "run.name",
+            f"{len(self.run.name)} characters; without run.dir it names the run folder, "
+            f"which holds at most {MAX_NAME_BYTES} bytes of it: shorten it or set run.dir",
+        )
         if self.run.safe:  # every import path resolved from now on is checked
             trust.activate(self.run.allow_imports)
+
+
+MAX_NAME_BYTES = 200
 
 
 def check_warmup(warmup_steps: int, total_steps: int) -> None:
