@@ -293,5 +293,16 @@ def test_predict_safe_refuses_a_checkpoint_naming_code_outside(tmp_path):
     refused = _cli("predict", "--safe", "r", "--split", "val", cwd=work, env=env)
     assert refused.returncode == 2, refused.stderr
     assert "far_nets" in refused.stderr and "--safe" in refused.stderr
+    exported = _cli("export", "--safe", "r", "--format", "torchscript", "--out", "m.pt",
+                    cwd=work, env=env)  # fmt: skip
+    assert exported.returncode == 2 and "far_nets" in exported.stderr, exported.stderr
+    assert not (work / "m.pt").exists()
     trusted = _cli("predict", "r", "--split", "val", cwd=work, env=env)
     assert trusted.returncode == 0, trusted.stderr
+
+
+def test_safe_under_a_launcher_refuses_before_any_worker_starts(tmp_path):
+    done = _cli("train", "--safe", "--nproc", "2", "model.name=joblib:load", cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1 and "reaches joblib" in done.stderr
+    assert list(tmp_path.iterdir()) == []

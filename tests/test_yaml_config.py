@@ -242,4 +242,6 @@ def test_env_in_run_name_is_refused(monkeypatch):
     with pytest.raises(UserError, match="run.name: .*oc.env"):
         load_config(overrides=["run.name=${oc.env:TW_SECRET_B}"])
     with pytest.raises(UserError, match="run.name"):
-        load_config(overrides=["model.kwargs.t=${oc.env:TW_SECRET_B}", "run.name=${model.kwargs.t}"])
+        load_config(
+            overrides=["model.kwargs.t=${oc.env:TW_SECRET_B}", "run.name=${model.kwargs.t}"]
+        )
