@@ -31,10 +31,11 @@ def resolve(path: str, key: str) -> Any:
     The current working folder is importable, as with ``python -m``, so a ``models.py``
     beside the config just works.
 
-    A config runs the code it names, so paths into Python's builtins and standard library
-    (``os:system``, ``subprocess:run``, ``torch:os.system``) are refused: none of them is
-    a model, a data set, a loss or a step, and some run commands. torch,
-    third-party and the user's own modules resolve.
+    Configs are code: a config runs what it names, like a script. Paths into Python's
+    builtins and standard library (``os:system``, ``subprocess:run``, ``torch:os.system``)
+    are refused: none of them is a model, a data set, a loss or a step, and some run
+    commands. torch, third-party and the user's own modules resolve; under safe mode
+    (``--safe``, :mod:`trainwell.trust`) only the user's own modules and an allow-list do.
 
     Example:
         >>> resolve("torch.nn:MSELoss", "train.loss").__name__
