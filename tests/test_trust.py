@@ -306,3 +306,33 @@ def test_safe_under_a_launcher_refuses_before_any_worker_starts(tmp_path):
     assert done.returncode == 2, done.stderr
     assert done.stderr.count("\n") == 1 and "reaches joblib" in done.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "path,allowed",
+    [
+        ("torch.nn.functional:conv2d", True),  # a C operator re-exported by an allowed module
+        ("torch.nn.functional:cross_entropy", True),
+        ("torch:nn.Linear", True),  # torch is imported already: judged by what it reaches
+        ("torch:optim.SGD", True),
+        ("torch.nn.utils.rnn:pad_sequence", True),
+        ("torch:from_file", False),  # maps (and with shared=True writes) a file
+        ("torch:save", False),
+        ("torch:jit.load", False),
+        ("torch.nn.functional:torch.load", False),
+        ("torch:_C._jit_pass_lint", False),
+        ("numpy:load", False),
+        ("trainwell.cli:main", False),
+        ("trainwell.doctor.runner:run_script", False),
+    ],
+)
+def test_safe_resolve_judges_what_the_path_reaches(path, allowed):
+    from trainwell.errors import UserError
+    from trainwell.imports import resolve
+
+    trust.activate()
+    if allowed:
+        assert callable(resolve(path, "model.name"))
+    else:
+        with pytest.raises(UserError, match="outside what --safe allows"):
+            resolve(path, "model.name")

@@ -54,7 +54,8 @@ def resolve(path: str, key: str) -> Any:
     # Refused before the import: importing some standard modules already acts
     # (antigravity opens a browser).
     _refuse_stdlib(module_name, path, key)
-    trust.check_module(module_name, path, key)  # --safe: by name, before it runs
+    if module_name not in sys.modules:  # --safe: by name, before its import can act
+        trust.check_module(module_name, path, key)
     try:
         obj: Any = importlib.import_module(module_name)
     except ImportError as exc:
@@ -69,7 +70,7 @@ def resolve(path: str, key: str) -> Any:
     # A third-party module's own imports reach the standard library too (torch:os.system).
     for step in chain:
         _refuse_stdlib(_module_of(step), path, key, obj)
-        trust.check_module(_module_of(step), path, key)
+        trust.check_module(_module_of(step), path, key, step)
     return obj
 
 

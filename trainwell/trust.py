@@ -35,6 +35,7 @@ Example:
 from __future__ import annotations
 
 import importlib.util
+import inspect
 import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -127,15 +128,27 @@ def reset(policy: Policy | None = None) -> None:
     _active = policy
 
 
-def check_module(module: str | None, path: str, key: str) -> None:
+def check_module(module: str | None, path: str, key: str, obj: Any = None) -> None:
     """Refuse ``path`` (one line naming ``key``) if safe mode is on and ``module`` is
-    outside it. Called before the import by name, and on every object the path reaches."""
-    if _active is None or _active.allows(module):
+    outside it. Called before the import by name, and on every object the path reaches
+    (``obj``, defined in ``module``)."""
+    if _active is None or _active.allows(module) or _is_torch_op(module, obj):
         return
     raise UserError(
         f"{key}: {path!r} reaches {module or 'an object'}, outside what --safe allows "
         f"(your modules under {Path.cwd()}, {', '.join(ALLOWED[:4])}, trainwell's own); "
         f"{HOW_TO_WIDEN}"
+    )
+
+
+def _is_torch_op(module: str | None, obj: Any) -> bool:
+    # torch's C operators (F.conv2d is torch.conv2d, whose __module__ is "torch") compute
+    # on tensors only; reached from an allowed module, they are what that module offers.
+    # Not the few that touch files (torch.from_file maps, and with shared=True writes one).
+    name = str(getattr(obj, "__name__", ""))
+    touches_files = any(word in name for word in ("file", "load", "save", "open"))
+    return (
+        inspect.isbuiltin(obj) and (module or "").partition(".")[0] == "torch" and not touches_files
     )
 
 
