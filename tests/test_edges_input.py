@@ -171,7 +171,8 @@ STDLIB_PATHS = [
 def test_standard_library_paths_are_refused(key, path, words):
     message = one_line_error(resolve, path, key)
     assert message == (
-        f"{key}: {path!r} is a standard-library {words}; a config runs the code it names"
+        f"{key}: {path!r} is a standard-library {words}; configs are code: run only configs "
+        "you trust; --safe for configs from elsewhere"
     )
 
 
@@ -185,7 +186,7 @@ def test_a_yaml_config_naming_os_system_runs_nothing(cli, tmp_path):
     assert code == 2
     assert err.strip() == (
         "trainwell: error: model.name: 'os:system' is a standard-library callable, not a "
-        "model; a config runs the code it names"
+        "model; configs are code: run only configs you trust; --safe for configs from elsewhere"
     )
     assert not marker.exists()
 

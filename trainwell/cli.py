@@ -145,6 +145,9 @@ def _parser() -> argparse.ArgumentParser:
     from trainwell.commands import register_all
 
     register_all(sub)
+    from trainwell.trust import add_safe_flags
+
+    add_safe_flags(sub)
     return parser
 
 
@@ -173,12 +176,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UserError as exc:
         if args.debug:
             raise
-        print(f"trainwell: error: {exc}", file=sys.stderr)
+        print(f"trainwell: error: {_printable(exc)}", file=sys.stderr)
         return 2
     except Diverged as exc:
         if args.debug:
             raise
-        print(f"trainwell: failed: {exc}", file=sys.stderr)
+        print(f"trainwell: failed: {_printable(exc)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt as exc:
         if args.debug:
@@ -191,8 +194,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 128 + signum
 
 
+def _printable(exc: BaseException) -> str:
+    # A message may quote a folder or file name: its escape bytes must not reach the terminal.
+    from trainwell.printable import printable
+
+    return printable(exc, keep="\n\t")
+
+
 def _dispatch(args: argparse.Namespace) -> int:
     """Run the verb: a handler set by a module of :mod:`trainwell.commands`, or one here."""
+    from trainwell.trust import apply_args
+
+    apply_args(args)  # --safe: before any config is read
     if getattr(args, "handler", None) is not None:
         return args.handler(args)
     if args.command == "doctor":

@@ -14,6 +14,7 @@ Example:
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import difflib
 import types
@@ -26,6 +27,7 @@ import yaml
 from omegaconf import OmegaConf
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException, ValidationError
 
+from trainwell import config_bulk, config_env, safe_config, trust
 from trainwell._options import check, option
 from trainwell.data import DataConfig
 from trainwell.doctor.config import DoctorConfig
@@ -38,6 +40,7 @@ from trainwell.engine.train_config import TrainConfig
 from trainwell.errors import UserError
 from trainwell.loggers.config import LogConfig
 from trainwell.models import ModelConfig
+from trainwell.yaml_load import MAX_DEPTH, read_yaml_file, yaml_problem
 
 
 @dataclass
@@ -75,6 +78,18 @@ class Config:
         )
         if self.train.max_steps:
             check_warmup(self.sched.warmup_steps, self.train.max_steps)
+        # runs/<timestamp>-<name> must fit one file name (255 bytes on every common system).
+        check(
+            self.run.dir is not None or len(self.run.name.encode()) <= MAX_NAME_BYTES,
+            "run.name",
+            f"{len(self.run.name)} characters; without run.dir it names the run folder, "
+            f"which holds at most {MAX_NAME_BYTES} bytes of it: shorten it or set run.dir",
+        )
+        if self.run.safe:  # every import path resolved from now on is checked
+            trust.activate(self.run.allow_imports)
+
+
+MAX_NAME_BYTES = 200
 
 
 def check_warmup(warmup_steps: int, total_steps: int) -> None:
@@ -116,23 +131,66 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
         ...
         trainwell.errors.UserError: unknown config key 'optim.learning_rate'; did you mean optim.lr?
     """
+    try:
+        return _load(path, overrides or [])
+    except RecursionError:  # a 2000-deep value a check above did not see first
+        raise UserError(
+            f"config: nested too deeply to read; configs nest at most {MAX_DEPTH} levels"
+        ) from None
+
+
+def _load(path: str | Path | None, overrides: list[str]) -> Config:
     layers = [OmegaConf.structured(Config)]
-    if path is not None:
-        layers.append(OmegaConf.create(_read_yaml(Path(path))))
-    for item in overrides or []:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise UserError(f"override {item!r} is not KEY=VALUE (e.g. optim.lr=1e-3)")
-        _check_key(key.strip())
+    file_data = _read_yaml(Path(path)) if path is not None else None
+    bulk = config_bulk.take_bulk(file_data) if file_data else {}
+    if file_data is not None:
+        layers.append(OmegaConf.create(file_data))
+    layers += [_override_layer(item) for item in overrides]
+    before = trust.active()
+    cfg = _build(layers)
+    config_bulk.put_back(cfg, bulk)
+    if cfg.run.safe:
         try:
-            layers.append(OmegaConf.from_dotlist([f"{key.strip()}={value}"]))
-        except yaml.YAMLError as exc:
-            raise UserError(
-                f"{key.strip()}: cannot parse {value!r} ({_yaml_problem(exc)})"
-            ) from None
+            safe_config.refuse_widening(file_data, overrides)
+        except UserError:
+            trust.reset(before)  # the refused widening must not stay in force
+            raise
+        safe_config.check_config(to_dict(cfg))
+    return cfg
+
+
+def _override_layer(item: str) -> Any:
+    key, sep, value = item.partition("=")
+    key = key.strip()
+    if not sep or not key:
+        raise UserError(f"override {_short(item)} is not KEY=VALUE (e.g. optim.lr=1e-3)")
+    if key.count(".") >= MAX_DEPTH:
+        raise UserError(
+            f"override {_short(key)}: {key.count('.') + 1} levels deep; configs nest at "
+            f"most {MAX_DEPTH} levels"
+        )
+    _check_key(key)
+    try:
+        return OmegaConf.from_dotlist([f"{key}={value}"])
+    except yaml.YAMLError as exc:
+        raise UserError(f"{key}: cannot parse {_short(value)} ({yaml_problem(exc)})") from None
+
+
+def _short(text: str, limit: int = 80) -> str:
+    """``repr(text)``, cut to ``limit`` characters: an error line stays one readable line."""
+    shown = repr(text)
+    return (
+        shown if len(shown) <= limit else f"{shown[: limit - 5]}...{shown[-1]} ({len(text)} chars)"
+    )
+
+
+def _build(layers: list[Any]) -> Config:
     try:
         merged = OmegaConf.merge(*layers)
-        return typing.cast(Config, OmegaConf.to_object(merged))
+        forms = config_env.env_forms(merged)
+        cfg = typing.cast(Config, OmegaConf.to_object(merged))
+        cfg._env_forms = forms  # type: ignore[attr-defined]  # what to_yaml writes instead
+        return cfg
     except ConfigKeyError as exc:
         raise UserError(_unknown_key_message(str(exc.full_key))) from None
     except ValidationError as exc:
@@ -142,26 +200,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise UserError(f"config file {path} does not exist") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"config file {path} cannot be read: {exc}") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.constructor.ConstructorError as exc:
-        # safe_load refuses !!python/... tags: they could construct arbitrary objects.
-        raise UserError(
-            f"config file {path} uses a tag that safe YAML refuses ({exc.problem}); write "
-            "plain values"
-        ) from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise UserError(
-            f"config file {path} is not valid YAML{where}: {_yaml_problem(exc)}"
-        ) from None
+    data = read_yaml_file(path)
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -171,12 +210,6 @@ def _read_yaml(path: Path) -> dict[str, Any]:
         )
     _check_mapping(data, prefix="")
     return data
-
-
-def _yaml_problem(exc: yaml.YAMLError) -> str:
-    # PyYAML's messages span several lines with a source excerpt; keep the gist.
-    problem = getattr(exc, "problem", None) or getattr(exc, "reason", None) or str(exc)
-    return " ".join(str(problem).split())
 
 
 def _check_mapping(data: dict[str, Any], prefix: str) -> None:
@@ -293,13 +326,38 @@ def _type_name(hint: Any) -> str:
 
 
 def to_yaml(cfg: Config) -> str:
-    """The resolved config as YAML that :func:`load_config` reads back to an equal config."""
-    return OmegaConf.to_yaml(OmegaConf.structured(cfg))
+    """The config as YAML that :func:`load_config` reads back to an equal config.
+
+    Values that came from the environment (``${oc.env:VAR}``) are written in that form,
+    never resolved: they may be secrets (see :mod:`trainwell.config_env`).
+    """
+    from omegaconf._utils import get_omega_conf_dumper
+
+    # OmegaConf.to_yaml's own dump, without building OmegaConf nodes (seconds per MB).
+    return yaml.dump(
+        to_dict(cfg),
+        default_flow_style=False,
+        allow_unicode=True,
+        sort_keys=False,
+        Dumper=get_omega_conf_dumper(),
+    )
 
 
 def to_dict(cfg: Config) -> dict[str, Any]:
-    """The config as plain containers (for checkpoints and JSON)."""
-    return typing.cast(dict, OmegaConf.to_container(OmegaConf.structured(cfg)))
+    """The config as plain containers (for checkpoints, JSON and MLflow's params), with
+    values from the environment in their ``${oc.env:VAR}`` form."""
+    plain = typing.cast(dict, _plain(cfg))
+    return config_env.written(plain, getattr(cfg, "_env_forms", {}))
+
+
+def _plain(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return copy.deepcopy(value)
 
 
 def reference_markdown() -> str:

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from trainwell import trust
 from trainwell.errors import UserError
 
 
@@ -30,10 +31,11 @@ def resolve(path: str, key: str) -> Any:
     The current working folder is importable, as with ``python -m``, so a ``models.py``
     beside the config just works.
 
-    A config runs the code it names, so paths into Python's builtins and standard library
-    (``os:system``, ``subprocess:run``, ``torch:os.system``) are refused: none of them is
-    a model, a data set, a loss or a step, and some run commands. torch,
-    third-party and the user's own modules resolve.
+    Configs are code: a config runs what it names, like a script. Paths into Python's
+    builtins and standard library (``os:system``, ``subprocess:run``, ``torch:os.system``)
+    are refused: none of them is a model, a data set, a loss or a step, and some run
+    commands. torch, third-party and the user's own modules resolve; under safe mode
+    (``--safe``, :mod:`trainwell.trust`) only the user's own modules and an allow-list do.
 
     Example:
         >>> resolve("torch.nn:MSELoss", "train.loss").__name__
@@ -52,6 +54,8 @@ def resolve(path: str, key: str) -> Any:
     # Refused before the import: importing some standard modules already acts
     # (antigravity opens a browser).
     _refuse_stdlib(module_name, path, key)
+    if module_name not in sys.modules:  # --safe: by name, before its import can act
+        trust.check_module(module_name, path, key)
     try:
         obj: Any = importlib.import_module(module_name)
     except ImportError as exc:
@@ -66,6 +70,7 @@ def resolve(path: str, key: str) -> Any:
     # A third-party module's own imports reach the standard library too (torch:os.system).
     for step in chain:
         _refuse_stdlib(_module_of(step), path, key, obj)
+        trust.check_module(_module_of(step), path, key, step)
     return obj
 
 
@@ -94,7 +99,8 @@ def _refuse_stdlib(module: str | None, path: str, key: str, obj: Any = None) -> 
         kind = "object" if obj is not None and not callable(obj) else "callable"
         raise UserError(
             f"{key}: {path!r} is a standard-library {kind}, not "
-            f"{_EXPECTED.get(key, 'what ' + key + ' takes')}; a config runs the code it names"
+            f"{_EXPECTED.get(key, 'what ' + key + ' takes')}; configs are code: run only "
+            "configs you trust; --safe for configs from elsewhere"
         )
 
 
@@ -157,6 +163,7 @@ def call_with(
     takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
     full = {k: v for k, v in injectable.items() if (k in params or takes_any) and k not in kwargs}
     full.update(kwargs)
+    trust.check_kwargs(kwargs, f"{key}.kwargs")
     try:
         inspect.signature(factory).bind(*args, **full)
     except TypeError as exc:

@@ -6,6 +6,8 @@ import argparse
 import json
 from pathlib import Path
 
+from trainwell.printable import printable
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``report`` and ``runs`` verbs."""
@@ -54,14 +56,15 @@ def _report(args: argparse.Namespace) -> int:
     target, runs = write_report_and_runs(args.runs, out)
     for run in runs:
         if run.status == "running":
-            print(f"note: {run.name} is still running: the report shows what it wrote so far")
+            note = f"note: {run.name} is still running: the report shows what it wrote so far"
+            print(printable(note))
         for note in run.notes:
-            print(f"note: {run.name}: {note}")
+            print(printable(f"note: {run.name}: {note}"))
     mismatch = task_mismatch(runs)
     if mismatch:
-        print(f"note: {mismatch}")
+        print(printable(f"note: {mismatch}"))
     partial = " (partial)" if mismatch or any(run.partial for run in runs) else ""
-    print(f"report: {target}{partial}")
+    print(printable(f"report: {target}{partial}"))
     return 0
 
 
@@ -74,7 +77,7 @@ def _runs(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(rows, indent=2, default=str))
     elif not rows:
-        print(f"no runs in {args.dir}")
+        print(printable(f"no runs in {args.dir}"))
     else:
         print(runs_mod.format_table(rows))
     return 0
@@ -90,8 +93,8 @@ def _diff(paths: list[str]) -> int:
         print("no config key differs (run.dir aside)")
     width = max((len(key) for key, _ in rows), default=0)
     for key, (a, b) in rows:
-        print(f"{key.ljust(width)}  {a}  ->  {b}")
+        print(printable(f"{key.ljust(width)}  {a}  ->  {b}"))
     mismatch = task_mismatch(runs)
     if mismatch:
-        print(f"note: {mismatch}")
+        print(printable(f"note: {mismatch}"))
     return 0

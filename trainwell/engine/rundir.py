@@ -46,6 +46,14 @@ class RunConfig:
         "", "PYTORCH_CUDA_ALLOC_CONF for the run, set before CUDA starts (e.g. "
         "expandable_segments:True against fragmentation); empty: the environment's"
     )
+    safe: bool = option(
+        False,
+        "safe mode (--safe) for configs from elsewhere: import paths only into your own "
+        "modules and an allow-list, no keyword arguments that load or run code",
+    )
+    allow_imports: list[str] = option(
+        [], "module prefixes safe mode also allows (give it on the command line)"
+    )
 
     def __post_init__(self) -> None:
         check(

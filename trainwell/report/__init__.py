@@ -68,7 +68,7 @@ def write_report_and_runs(
     target = Path(out)
     tmp = target.with_name(f".{target.name}.tmp")
     try:
-        tmp.write_text(page, encoding="utf-8")
+        tmp.write_text(page, encoding="utf-8", errors="backslashreplace")  # odd-byte names
         os.replace(tmp, target)
     except OSError as exc:
         with contextlib.suppress(OSError):

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from trainwell.errors import UserError
+from trainwell.printable import printable
 from trainwell.report.compare import fmt
 from trainwell.report.context import duration
 from trainwell.report.rundata import is_run_dir
@@ -116,7 +117,8 @@ def format_table(rows: list[dict[str, Any]]) -> str:
         name  status     best  steps  wall   findings  resumed
         a     completed  -     3      1.5 s  0         no
     """
-    cells = [list(COLUMNS)] + [_cells(row) for row in rows]
+    # Names come from folders and files: escape what would drive the terminal.
+    cells = [list(COLUMNS)] + [[printable(c) for c in _cells(row)] for row in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(COLUMNS))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells]
     return "\n".join(lines)
