@@ -290,10 +290,11 @@ def _train(s: _Session, parts: Parts, trainer: Trainer) -> FitResult:
     ckpt = trainer.checkpointer
     if resumed is not None:
         _restore(s, ckpt, *resumed)
-        console.print(f"resuming from {resumed[0]} at step {trainer.loop.step}", highlight=False)
     # A signal during set-up stops here, before anything is written.
     trainer.stop_if_requested()
     trainer.run = run = open_run_dir(cfg, run_path, s.resume, resumed, place)
+    if resumed is not None:  # said once the run is ours: the lock may refuse it
+        console.print(f"resuming from {resumed[0]} at step {trainer.loop.step}", highlight=False)
     summary = start_summary(trainer, resumed[0] if resumed else None)
     run.write_summary(summary)
     console.print(
