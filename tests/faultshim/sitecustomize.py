@@ -5,7 +5,7 @@ import os
 import sys
 
 if os.environ.get("TRAINWELL_TEST_IO_FAULTS"):
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+    sys.path.append(os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
     from tests.io_faults import install_from_env
 
     install_from_env()
