@@ -10,7 +10,6 @@ start-up shim). A real ``chmod`` variant runs where the tests are not root.
 from __future__ import annotations
 
 import builtins
-import errno
 import hashlib
 import io
 import os
@@ -34,8 +33,18 @@ QUIET = Console(quiet=True)
 RUN = [*SYNTHETIC, "train.epochs=2", "checkpoint.every_steps=5", "checkpoint.keep_last=2"]
 PATCHED = [(builtins, "open"), (io, "open")] + [
     (os, name)
-    for name in ("open", "stat", "listdir", "scandir", "mkdir", "unlink", "remove", "rmdir",
-                 "rename", "replace")  # fmt: skip
+    for name in (
+        "open",
+        "stat",
+        "listdir",
+        "scandir",
+        "mkdir",
+        "unlink",
+        "remove",
+        "rmdir",
+        "rename",
+        "replace",
+    )  # fmt: skip
 ]
 
 
@@ -142,7 +151,8 @@ def test_a_disk_error_mid_file_is_an_io_error_not_a_torn_file(run, faults, after
 def test_an_unreadable_checkpoints_folder_is_one_line(run, faults):
     before = snapshot(run)
     faults([{"path": str(run / "checkpoints"), "kind": "deny-dir"}])
-    with pytest.raises(Unreadable, match=r"cannot read checkpoint folder .*checkpoints: \[Errno 13\]"):
+    denied = r"cannot read checkpoint folder .*checkpoints: \[Errno 13\]"
+    with pytest.raises(Unreadable, match=denied):
         resume_in_process(run)
     faults([])  # snapshot reads the folder
     assert snapshot(run) == before
@@ -198,8 +208,9 @@ def test_real_mode_000_checkpoints_stop_resume(run):
 
 def test_cli_resume_auto_with_every_checkpoint_unreadable(run, tmp_path):
     before = snapshot(run)
+    rules = [{"path": str(run / "checkpoints" / "*.pt"), "kind": "deny-file"}]
     proc = cli(["train", *RUN, f"run.dir={run}", "train.epochs=3", "--resume", "auto"],
-               tmp_path, [{"path": str(run / "checkpoints" / "*.pt"), "kind": "deny-file"}])  # fmt: skip
+               tmp_path, rules)  # fmt: skip
     assert proc.returncode == 2, proc.stderr
     line = one_line(proc.stderr)
     assert line.startswith("trainwell: error: cannot read checkpoint ")
