@@ -75,7 +75,7 @@ def truncate(path: Path) -> None:
 DAMAGE = {
     "garbage shard 0": (lambda f: garbage(f / "__0_0.distcp"), "shard __0_0.distcp is not what"),
     "short garbage": (lambda f: (f / "__0_0.distcp").write_bytes(b"x" * 100), "is cut short"),
-    "truncated shard 1": (lambda f: truncate(f / "__1_0.distcp"), "shard __1_0.distcp is cut short"),
+    "truncated shard 1": (lambda f: truncate(f / "__1_0.distcp"), "__1_0.distcp is cut short"),
     "zeroed shard 1": (lambda f: (f / "__1_0.distcp").write_bytes(
         b"\0" * (f / "__1_0.distcp").stat().st_size), "shard __1_0.distcp is not what"),
     "missing metadata": (lambda f: (f / ".metadata").unlink(), "(.metadata) is missing"),
