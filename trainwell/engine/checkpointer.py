@@ -37,7 +37,7 @@ from trainwell.engine.metrics import MetricSums
 from trainwell.engine.precision import Precision
 from trainwell.engine.resume import find as find_checkpoint
 from trainwell.engine.resume import load_resumable, run_of, version_note
-from trainwell.engine.rundir import RunDir
+from trainwell.engine.rundir import RunDir, refuse_dangling
 from trainwell.engine.state import LoopState, restore_rng, rng_state
 from trainwell.errors import UserError
 from trainwell.loggers import Loggers
@@ -301,6 +301,7 @@ def resume_point(
     if str(resume) == "auto":
         if not cfg.run.dir:
             raise UserError("--resume auto needs run.dir: the run directory to continue")
+        refuse_dangling(Path(cfg.run.dir))
         refuse_if_held(Path(cfg.run.dir))
         found = find_checkpoint(Path(cfg.run.dir), say=say)
         if found is None:

@@ -111,13 +111,15 @@ class RunDir:
     def create(cls, path: Path) -> RunDir:
         """Create (or reuse an empty) run directory; refuse one that holds a run."""
         path = Path(path)
+        refuse_dangling(path)
         if path.exists() and not path.is_dir():
             raise UserError(f"run.dir: {path} exists and is not a directory")
         summary = path / "summary.json"
         if summary.exists():
             status = _read_status(summary)
+            article = "an" if status[:1] in "aeiou" else "a"
             raise UserError(
-                f"run.dir: {path} already holds a {status} run; choose another run.dir "
+                f"run.dir: {path} already holds {article} {status} run; choose another run.dir "
                 "(or leave it unset for a new timestamped one)"
             )
         try:
@@ -237,6 +239,20 @@ class NullRunDir(RunDir):
 
     def plot_curves(self) -> None:
         pass
+
+
+def refuse_dangling(path: Path) -> None:
+    """A ``run.dir`` that is a symbolic link to nothing: one line saying so (``mkdir``
+    would only say "File exists").
+
+    Example:
+        >>> refuse_dangling(Path("no/such/run"))  # not a link: nothing to say
+    """
+    if path.is_symlink() and not path.exists():
+        raise UserError(
+            f"run.dir: {path} is a symbolic link to {os.readlink(path)}, which does not exist; "
+            "create its target, or point run.dir elsewhere"
+        )
 
 
 def write_error(path: Path, exc: OSError) -> UserError:
