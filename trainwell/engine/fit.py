@@ -283,7 +283,7 @@ def _notes(s: _Session, data: TrainData) -> None:
 
 def _train(s: _Session, parts: Parts, trainer: Trainer) -> FitResult:
     cfg, place, console = s.cfg, s.place, s.console
-    resumed = resume_point(cfg, s.resume, lambda m: console.print(m, markup=False))
+    resumed = resume_point(cfg, s.resume, lambda m: console.print(m, markup=False, soft_wrap=True))
     run_path = new_run_path(cfg.run, cfg.run.name or parts.name)
     if resumed is not None and not cfg.run.dir and resumed[0].parent.name == "checkpoints":
         run_path = resumed[0].parent.parent  # --resume PATH continues PATH's own run
