@@ -295,6 +295,8 @@ def _train(s: _Session, parts: Parts, trainer: Trainer) -> FitResult:
     trainer.run = run = open_run_dir(cfg, run_path, s.resume, resumed, place)
     if resumed is not None:  # said once the run is ours: the lock may refuse it
         console.print(f"resuming from {resumed[0]} at step {trainer.loop.step}", highlight=False)
+    for note in run.notes:
+        console.print(f"warning: {note}", markup=False, highlight=False, soft_wrap=True)
     summary = start_summary(trainer, resumed[0] if resumed else None)
     run.write_summary(summary)
     console.print(

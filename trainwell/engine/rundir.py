@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from trainwell._options import check, option
+from trainwell.engine.metrics_file import kept_rows
 from trainwell.errors import UserError
 
 # Names become folder names: no separators, no parent references, no control characters.
@@ -106,6 +107,8 @@ class RunDir:
         self._pending: list[tuple[int, int, str, str, float]] = []
         # The run's RunLock, held by the process that writes here (set when opened).
         self.lock: Any = None
+        # What reopening found that the user should hear (a damaged metrics.csv).
+        self.notes: list[str] = []
 
     @classmethod
     def create(cls, path: Path) -> RunDir:
@@ -140,16 +143,9 @@ class RunDir:
         """
         rd = cls(Path(path))
         rd.checkpoints.mkdir(parents=True, exist_ok=True)
-        rows: list[tuple[int, int, str, str, float]] = []
-        if rd.metrics_path.exists():
-            with open(rd.metrics_path, newline="") as f:
-                for i, row in enumerate(csv.DictReader(f)):
-                    if i >= keep_rows:
-                        break
-                    rows.append(
-                        (int(row["step"]), int(row["epoch"]), row["split"], row["name"],
-                         float(row["value"]))
-                    )  # fmt: skip
+        # A file deleted or damaged since: what still reads is kept, the rest is a note.
+        rows, note = kept_rows(rd.metrics_path, keep_rows)
+        rd.notes += [note] if note else []
         rd.rows = rows
         tmp = rd.metrics_path.with_name(".metrics.csv.tmp")
         with open(tmp, "w", newline="") as f:
