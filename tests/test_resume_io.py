@@ -242,3 +242,15 @@ def test_cli_checkpoints_folder_at_mode_000_is_one_line(run, tmp_path):
     assert f"cannot read checkpoint folder {run / 'checkpoints'}: [Errno 13]" in line
     assert "Traceback" not in proc.stderr
     assert snapshot(run) == before
+
+
+@pytest.mark.parametrize("keep", [10, 200, 1000, 5000, 20000, -30])
+def test_a_file_cut_short_is_torn_not_unreadable(run, keep):
+    """torch raises an OSError of its own (EINVAL) for some cuts: still a torn file."""
+    last = run / "checkpoints" / "last.pt"
+    data = last.read_bytes()
+    last.write_bytes(data[:keep])
+    with pytest.raises(UserError) as caught:
+        load_checkpoint(last)
+    assert not isinstance(caught.value, Unreadable), caught.value
+    assert "truncated or not a checkpoint" in str(caught.value) or "corrupt" in str(caught.value)

@@ -178,8 +178,11 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
     except FileNotFoundError:  # removed meanwhile (rotation by another run)
         raise UserError(f"checkpoint {path} does not exist") from None
     except OSError as exc:
-        # torch lets the file's own OSError through: the bytes were never seen, so this
-        # says nothing about whether they are whole.
+        # torch lets the file's own OSError through (EACCES, EIO: the bytes were never seen,
+        # and may be whole), but also raises one for a file cut short (EINVAL, a seek past
+        # its end). Reading it plainly tells the two apart.
+        if _reads_plainly(path):
+            raise _unusable(path, size, exc) from None
         raise read_error(path, exc) from None
     except pickle.UnpicklingError as exc:
         # torch names weights_only in every safe-loader failure; only "Unsupported global"
@@ -197,10 +200,7 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
     except Exception as exc:
         # Truncated zips, garbage bytes and broken pickles surface as many exception
         # types (RuntimeError, EOFError, IndexError, KeyError, ...); all mean "unusable".
-        raise UserError(
-            f"checkpoint {path} is truncated or not a checkpoint ({size} bytes; "
-            f"{type(exc).__name__}: {_first_line(exc)})"
-        ) from None
+        raise _unusable(path, size, exc) from None
     if not isinstance(state, dict) or "model" not in state:
         raise UserError(f"checkpoint {path} is not a trainwell checkpoint (no 'model' state)")
     check_format(path, state)
@@ -260,6 +260,24 @@ def check_format(path: Path, state: dict[str, Any]) -> None:
             f"checkpoint {path} is in checkpoint format {fmt} (written by trainwell {written}); "
             f"this trainwell reads format {FORMAT} and older: upgrade trainwell to use it"
         )
+
+
+def _unusable(path: Path, size: int, exc: BaseException) -> UserError:
+    return UserError(
+        f"checkpoint {path} is truncated or not a checkpoint ({size} bytes; "
+        f"{type(exc).__name__}: {_first_line(exc)})"
+    )
+
+
+def _reads_plainly(path: Path) -> bool:
+    """Whether every byte of ``path`` reads (after torch.load failed with an OSError)."""
+    try:
+        with open(path, "rb") as f:
+            while f.read(1 << 24):
+                pass
+    except OSError:
+        return False
+    return True
 
 
 def _first_line(exc: BaseException) -> str:
