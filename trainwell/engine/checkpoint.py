@@ -159,6 +159,14 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
         ['model', 'step']
     """
     path = Path(path)
+    state = _torch_load(path, _size(path))
+    if not isinstance(state, dict) or "model" not in state:
+        raise UserError(f"checkpoint {path} is not a trainwell checkpoint (no 'model' state)")
+    check_format(path, state)
+    return state
+
+
+def _size(path: Path) -> int:
     try:
         info = path.stat()
     except FileNotFoundError:
@@ -167,14 +175,17 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
         raise read_error(path, exc) from None
     if not stat.S_ISREG(info.st_mode):
         raise UserError(f"checkpoint {path} does not exist (not a file)")
-    size = info.st_size
-    if size == 0:
+    if info.st_size == 0:
         raise UserError(f"checkpoint {path} is empty (0 bytes): it was never fully written")
+    return info.st_size
+
+
+def _torch_load(path: Path, size: int) -> Any:
     try:
         with warnings.catch_warnings():
             # torch's note on a foreign pickle protocol says nothing the error below does not.
             warnings.simplefilter("ignore", UserWarning)
-            state = torch.load(path, map_location="cpu", weights_only=True)
+            return torch.load(path, map_location="cpu", weights_only=True)
     except FileNotFoundError:  # removed meanwhile (rotation by another run)
         raise UserError(f"checkpoint {path} does not exist") from None
     except OSError as exc:
@@ -201,10 +212,6 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
         # Truncated zips, garbage bytes and broken pickles surface as many exception
         # types (RuntimeError, EOFError, IndexError, KeyError, ...); all mean "unusable".
         raise _unusable(path, size, exc) from None
-    if not isinstance(state, dict) or "model" not in state:
-        raise UserError(f"checkpoint {path} is not a trainwell checkpoint (no 'model' state)")
-    check_format(path, state)
-    return state
 
 
 class Unskippable(UserError):
