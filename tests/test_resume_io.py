@@ -254,3 +254,15 @@ def test_a_file_cut_short_is_torn_not_unreadable(run, keep):
         load_checkpoint(last)
     assert not isinstance(caught.value, Unreadable), caught.value
     assert "truncated or not a checkpoint" in str(caught.value) or "corrupt" in str(caught.value)
+
+
+def test_a_torn_sharded_temporary_alone_starts_from_scratch(tmp_path):
+    """A sharded save killed before its commit marker leaves .last.tmp/: said, and not
+    counted as a checkpoint (a restarted job begins afresh)."""
+    run = tmp_path / "run"
+    torn = run / "checkpoints" / ".last.tmp"
+    torn.mkdir(parents=True)
+    (torn / "__0_0.distcp").write_bytes(b"half")
+    said = resume_in_process(run, "train.epochs=1")
+    assert "is torn" in said and "starting from scratch" in said
+    assert read_summary(run)["status"] == "completed"

@@ -42,7 +42,7 @@ def candidates(run_dir: Path) -> list[Path]:
     try:
         if not folder.is_dir():
             return []
-        found = [p for p in folder.iterdir() if _is_checkpoint_name(p.name) and not _torn_tmp(p)]
+        found = [p for p in folder.iterdir() if _is_checkpoint_name(p.name)]
     except OSError as exc:
         raise ckpt.read_error(folder, exc, what="checkpoint folder") from None
     return sorted(found, key=lambda p: (_written(p), not _base(p.name).startswith("best")),
@@ -65,7 +65,7 @@ def _is_checkpoint_name(name: str) -> bool:
 
 def _torn_tmp(path: Path) -> bool:
     # A sharded folder a killed save left half-written: never a checkpoint (it is removed
-    # when the run reopens), so it neither counts nor gets a message.
+    # when the run reopens). Said when skipped, but a run with nothing else starts afresh.
     return path.name.startswith(".") and not (path / sharded.MARKER).exists()
 
 
@@ -95,7 +95,8 @@ def find(run_dir: Path, say: Any = print) -> tuple[Path, dict[str, Any]] | None:
             raise
         except UserError as exc:
             say(f"skipping unusable checkpoint: {exc}")
-            skipped.append(path)
+            if not _torn_tmp(path):
+                skipped.append(path)
     if skipped:
         names = ", ".join(p.name for p in skipped[:4]) + (", ..." if len(skipped) > 4 else "")
         raise UserError(

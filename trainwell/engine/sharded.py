@@ -95,7 +95,8 @@ def load_state(folder: Path) -> dict[str, Any]:
 
 
 def _no_marker(folder: Path) -> str:
-    if not any((folder / name).exists() for name in (".metadata", STATE)):
+    written = any((folder / name).exists() for name in (".metadata", STATE))
+    if not written and not any(folder.glob("*.distcp")):
         return (
             f"checkpoint {folder} is a folder, not a checkpoint (no .metadata, no {STATE}); "
             "--resume takes a checkpoint file, a sharded checkpoint folder or a run directory"
