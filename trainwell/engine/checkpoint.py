@@ -16,6 +16,7 @@ import os
 import pickle
 import re
 import shutil
+import stat
 import tempfile
 import warnings
 from dataclasses import dataclass
@@ -147,18 +148,53 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
 
     Raises :class:`UserError` naming the file for a missing, empty, truncated or garbage
     file, and for a file that carries pickled code (which is refused, never executed).
+    A file that cannot be read (no permission, a disk error) raises :class:`Unreadable`:
+    it may be whole, so nothing may treat it as torn (and write over it).
+
+    Example:
+        >>> import tempfile
+        >>> p = Path(tempfile.mkdtemp()) / "last.pt"
+        >>> save_atomic({"model": {}, "step": 1}, p)
+        >>> sorted(load_checkpoint(p))
+        ['model', 'step']
     """
     path = Path(path)
-    if not path.is_file():
-        raise UserError(f"checkpoint {path} does not exist")
-    size = path.stat().st_size
-    if size == 0:
+    state = _torch_load(path, _size(path))
+    if not isinstance(state, dict) or "model" not in state:
+        raise UserError(f"checkpoint {path} is not a trainwell checkpoint (no 'model' state)")
+    check_format(path, state)
+    return state
+
+
+def _size(path: Path) -> int:
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        raise UserError(f"checkpoint {path} does not exist") from None
+    except OSError as exc:
+        raise read_error(path, exc) from None
+    if not stat.S_ISREG(info.st_mode):
+        raise UserError(f"checkpoint {path} does not exist (not a file)")
+    if info.st_size == 0:
         raise UserError(f"checkpoint {path} is empty (0 bytes): it was never fully written")
+    return info.st_size
+
+
+def _torch_load(path: Path, size: int) -> Any:
     try:
         with warnings.catch_warnings():
             # torch's note on a foreign pickle protocol says nothing the error below does not.
             warnings.simplefilter("ignore", UserWarning)
-            state = torch.load(path, map_location="cpu", weights_only=True)
+            return torch.load(path, map_location="cpu", weights_only=True)
+    except FileNotFoundError:  # removed meanwhile (rotation by another run)
+        raise UserError(f"checkpoint {path} does not exist") from None
+    except OSError as exc:
+        # torch lets the file's own OSError through (EACCES, EIO: the bytes were never seen,
+        # and may be whole), but also raises one for a file cut short (EINVAL, a seek past
+        # its end). Reading it plainly tells the two apart.
+        if _reads_plainly(path):
+            raise _unusable(path, size, exc) from None
+        raise read_error(path, exc) from None
     except pickle.UnpicklingError as exc:
         # torch names weights_only in every safe-loader failure; only "Unsupported global"
         # means the file really asks to build Python objects (code could run).
@@ -175,13 +211,80 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
     except Exception as exc:
         # Truncated zips, garbage bytes and broken pickles surface as many exception
         # types (RuntimeError, EOFError, IndexError, KeyError, ...); all mean "unusable".
-        raise UserError(
-            f"checkpoint {path} is truncated or not a checkpoint ({size} bytes; "
-            f"{type(exc).__name__}: {_first_line(exc)})"
-        ) from None
-    if not isinstance(state, dict) or "model" not in state:
-        raise UserError(f"checkpoint {path} is not a trainwell checkpoint (no 'model' state)")
-    return state
+        raise _unusable(path, size, exc) from None
+
+
+class Unskippable(UserError):
+    """A checkpoint that may well be whole but cannot be used now. ``--resume auto`` stops
+    on it instead of skipping it: going past it would resume an older state, or start
+    from scratch, over it."""
+
+
+class Unreadable(Unskippable):
+    """A checkpoint (or its folder) that the operating system would not let be read:
+    EACCES, EIO, ... The message names the file and the errno."""
+
+
+class TooNew(Unskippable):
+    """A checkpoint in a format newer than this trainwell reads."""
+
+
+def read_error(path: Path, exc: OSError, what: str = "checkpoint") -> Unreadable:
+    """One line for a checkpoint (or ``what``) that could not be read, naming the file (the
+    one the OS named, where it did) and the errno.
+
+    Example:
+        >>> import errno
+        >>> denied = PermissionError(errno.EACCES, "Permission denied")
+        >>> str(read_error(Path("R/last.pt"), denied)).split(" (")[0]
+        'cannot read checkpoint R/last.pt: [Errno 13] Permission denied'
+    """
+    where = path
+    if isinstance(exc.filename, (str, os.PathLike)):
+        named = Path(exc.filename)
+        where = path if os.path.abspath(named) == os.path.abspath(path) else named
+    reason = f"[Errno {exc.errno}] {exc.strerror}" if exc.errno else str(exc) or type(exc).__name__
+    return Unreadable(
+        f"cannot read {what} {where}: {reason} (nothing was changed; fix its permissions or "
+        "its disk, then try again)"
+    )
+
+
+# The layout of what a checkpoint holds. A trainwell that changes it in a way older code
+# cannot follow raises this number; older code refuses such files instead of misreading them.
+# Files from before the field hold format 1.
+FORMAT = 1
+
+
+def check_format(path: Path, state: dict[str, Any]) -> None:
+    """Refuse a checkpoint written in a format this trainwell cannot read."""
+    fmt = state.get("format", 1)
+    if isinstance(fmt, bool) or not isinstance(fmt, int):
+        raise UserError(f"checkpoint {path} is malformed: 'format' is {fmt!r}, not an integer")
+    if fmt > FORMAT:
+        written = (state.get("versions") or {}).get("trainwell", "a newer trainwell")
+        raise TooNew(
+            f"checkpoint {path} is in checkpoint format {fmt} (written by trainwell {written}); "
+            f"this trainwell reads format {FORMAT} and older: upgrade trainwell to use it"
+        )
+
+
+def _unusable(path: Path, size: int, exc: BaseException) -> UserError:
+    return UserError(
+        f"checkpoint {path} is truncated or not a checkpoint ({size} bytes; "
+        f"{type(exc).__name__}: {_first_line(exc)})"
+    )
+
+
+def _reads_plainly(path: Path) -> bool:
+    """Whether every byte of ``path`` reads (after torch.load failed with an OSError)."""
+    try:
+        with open(path, "rb") as f:
+            while f.read(1 << 24):
+                pass
+    except OSError:
+        return False
+    return True
 
 
 def _first_line(exc: BaseException) -> str:

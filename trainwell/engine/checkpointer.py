@@ -32,11 +32,12 @@ from trainwell.engine.callbacks import Callbacks
 from trainwell.engine.distributed import Placement, any_process, barrier, gather_objects
 from trainwell.engine.early_stopping import EarlyStopping
 from trainwell.engine.fsdp import is_sharded
+from trainwell.engine.lock_check import refuse_if_held
 from trainwell.engine.metrics import MetricSums
 from trainwell.engine.precision import Precision
 from trainwell.engine.resume import find as find_checkpoint
-from trainwell.engine.resume import load_resumable
-from trainwell.engine.rundir import RunDir
+from trainwell.engine.resume import load_resumable, run_of, version_note
+from trainwell.engine.rundir import RunDir, refuse_dangling
 from trainwell.engine.state import LoopState, restore_rng, rng_state
 from trainwell.errors import UserError
 from trainwell.loggers import Loggers
@@ -110,6 +111,7 @@ class Checkpointer:
             "rng": rng_state(),
             "config": self.config_dict,
             "versions": {"trainwell": trainwell.__version__, "torch": str(torch.__version__)},
+            "format": ckpt.FORMAT,
             **self.extra,
         }
 
@@ -288,15 +290,43 @@ def _save_files(run: RunDir, names: list[str], state: dict[str, Any]) -> str | N
 def resume_point(
     cfg: Config, resume: str | Path | None, say: Callable[[str], None]
 ) -> tuple[Path, dict[str, Any]] | None:
-    """The checkpoint to continue from and its state; ``None`` to start afresh."""
+    """The checkpoint to continue from and its state; ``None`` to start afresh.
+
+    ``resume`` is ``"auto"`` (the newest usable checkpoint of ``run.dir``, none at all:
+    afresh), a run directory (its newest usable checkpoint), or a checkpoint. A run that
+    another process holds is refused before anything about it is read or said.
+    """
     if resume is None:
         return None
     if str(resume) == "auto":
         if not cfg.run.dir:
             raise UserError("--resume auto needs run.dir: the run directory to continue")
+        refuse_dangling(Path(cfg.run.dir))
+        refuse_if_held(Path(cfg.run.dir))
         found = find_checkpoint(Path(cfg.run.dir), say=say)
         if found is None:
             say(f"no checkpoint in {cfg.run.dir}; starting from scratch")
-        return found
-    path = Path(resume)
-    return path, load_resumable(path)
+            return None
+    else:
+        found = _named(cfg, Path(resume), say)
+    now = {"trainwell": trainwell.__version__, "torch": str(torch.__version__)}
+    note = version_note(found[0], found[1], now)
+    if note:
+        say(note)
+    return found
+
+
+def _named(cfg: Config, path: Path, say: Callable[[str], None]) -> tuple[Path, dict[str, Any]]:
+    """``--resume PATH``: a run directory (its newest usable checkpoint) or a checkpoint."""
+    run = run_of(path)
+    # A checkpoint continues its own run, unless run.dir names another folder.
+    own = run or (path.parent.parent if path.parent.name == "checkpoints" else None)
+    target = Path(cfg.run.dir) if cfg.run.dir else own
+    if target is not None:
+        refuse_if_held(target)
+    if run is None:
+        return path, load_resumable(path)
+    found = find_checkpoint(run, say=say)
+    if found is None:
+        raise UserError(f"--resume {path}: the run directory holds no checkpoint to resume")
+    return found

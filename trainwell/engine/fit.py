@@ -282,17 +282,20 @@ def _notes(s: _Session, data: TrainData) -> None:
 
 def _train(s: _Session, parts: Parts, trainer: Trainer) -> FitResult:
     cfg, place, console = s.cfg, s.place, s.console
-    resumed = resume_point(cfg, s.resume, lambda m: console.print(m, markup=False))
+    resumed = resume_point(cfg, s.resume, lambda m: console.print(m, markup=False, soft_wrap=True))
     run_path = new_run_path(cfg.run, cfg.run.name or parts.name)
     if resumed is not None and not cfg.run.dir and resumed[0].parent.name == "checkpoints":
         run_path = resumed[0].parent.parent  # --resume PATH continues PATH's own run
     ckpt = trainer.checkpointer
     if resumed is not None:
         _restore(s, ckpt, *resumed)
-        console.print(f"resuming from {resumed[0]} at step {trainer.loop.step}", highlight=False)
     # A signal during set-up stops here, before anything is written.
     trainer.stop_if_requested()
     trainer.run = run = open_run_dir(cfg, run_path, s.resume, resumed, place)
+    if resumed is not None:  # said once the run is ours: the lock may refuse it
+        console.print(f"resuming from {resumed[0]} at step {trainer.loop.step}", highlight=False)
+    for note in run.notes:
+        console.print(f"warning: {note}", markup=False, highlight=False, soft_wrap=True)
     summary = start_summary(trainer, resumed[0] if resumed else None)
     run.write_summary(summary)
     console.print(

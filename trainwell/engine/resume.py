@@ -4,8 +4,12 @@
 ``step-N.pt`` and ``best.pt`` alike: a torn ``last.pt`` beside a good ``best.pt`` resumes
 from the best one, never from scratch over it); a newest one that is truncated or
 corrupt (a crash mid-write on a filesystem without atomic rename, a disk error) is
-skipped with a message, never silently. With no checkpoint at all, the run starts from
-scratch, which is what a restarted job wants.
+skipped with a message, never silently; so is a sharded folder with a damaged shard.
+With no checkpoint at all, the run starts from scratch, which is what a restarted job
+wants; with checkpoints that are all damaged it stops, leaving them for the user to judge.
+A checkpoint that cannot be *read* (no permission, a disk error) is never skipped: it may
+be whole, and going past it would write over it. That stops with one line naming the
+file and the errno, before anything is written.
 """
 
 from __future__ import annotations
@@ -35,9 +39,12 @@ def candidates(run_dir: Path) -> list[Path]:
     last at an epoch's end, with the same state.
     """
     folder = run_dir / "checkpoints"
-    if not folder.is_dir():
-        return []
-    found = [p for p in folder.iterdir() if _is_checkpoint_name(p.name)]
+    try:
+        if not folder.is_dir():
+            return []
+        found = [p for p in folder.iterdir() if _is_checkpoint_name(p.name)]
+    except OSError as exc:
+        raise ckpt.read_error(folder, exc, what="checkpoint folder") from None
     return sorted(found, key=lambda p: (_written(p), not _base(p.name).startswith("best")),
                   reverse=True)  # fmt: skip
 
@@ -56,6 +63,12 @@ def _is_checkpoint_name(name: str) -> bool:
     return base.removesuffix(".pt") in ("last", "best") or bool(ckpt.STEP_FILE.match(base))
 
 
+def _torn_tmp(path: Path) -> bool:
+    # A sharded folder a killed save left half-written: never a checkpoint (it is removed
+    # when the run reopens). Said when skipped, but a run with nothing else starts afresh.
+    return path.name.startswith(".") and not (path / sharded.MARKER).exists()
+
+
 def _written(path: Path) -> int:
     """When the checkpoint was completed: a folder's commit marker, else its own time."""
     marker = path / sharded.MARKER
@@ -63,19 +76,77 @@ def _written(path: Path) -> int:
         return (marker if marker.exists() else path).stat().st_mtime_ns
     except FileNotFoundError:  # removed meanwhile (rotation by another run)
         return 0
+    except OSError as exc:
+        raise ckpt.read_error(path, exc) from None
 
 
 def find(run_dir: Path, say: Any = print) -> tuple[Path, dict[str, Any]] | None:
     """The newest checkpoint of ``run_dir`` that loads, with its state; ``None`` if none.
 
-    Unusable checkpoints are reported through ``say`` and skipped.
+    Damaged checkpoints are reported through ``say`` and skipped; if every one is
+    damaged, :class:`UserError` (starting from scratch would write over them). One that
+    cannot be read raises :class:`~trainwell.engine.checkpoint.Unreadable`, never skipped.
     """
+    skipped: list[Path] = []
     for path in candidates(run_dir):
         try:
             return path, load_resumable(path)
+        except ckpt.Unskippable:
+            raise
         except UserError as exc:
             say(f"skipping unusable checkpoint: {exc}")
+            if not _torn_tmp(path):
+                skipped.append(path)
+    if skipped:
+        names = ", ".join(p.name for p in skipped[:4]) + (", ..." if len(skipped) > 4 else "")
+        raise UserError(
+            f"no checkpoint of {run_dir} can be resumed: all {len(skipped)} are damaged "
+            f"({names}; see above); move them out of {run_dir / 'checkpoints'} to start from "
+            "scratch, or start a new run"
+        )
     return None
+
+
+def run_of(path: Path) -> Path | None:
+    """The run directory that ``--resume PATH`` names, if PATH is one (or its
+    ``checkpoints/``), rather than one checkpoint.
+
+    Example:
+        >>> run_of(Path("no/such/run")) is None
+        True
+    """
+    try:
+        if not path.is_dir() or sharded.is_folder(path):
+            return None
+        if (path / "checkpoints").is_dir():
+            return path
+        if path.name == "checkpoints":
+            return path.parent
+    except OSError as exc:
+        raise ckpt.read_error(path, exc, what="run directory") from None
+    return None
+
+
+def version_note(path: Path, state: dict[str, Any], now: dict[str, str]) -> str | None:
+    """One line when the checkpoint was written by other versions of trainwell or torch.
+
+    Example:
+        >>> note = version_note(Path("last.pt"), {"versions": {"torch": "2.1"}}, {"torch": "2.2"})
+        >>> note.split(":")[0]
+        'checkpoint last.pt was written by torch 2.1 (this is torch 2.2)'
+    """
+    saved = state.get("versions")
+    if not isinstance(saved, dict):
+        return None
+    differ = [k for k in now if k in saved and str(saved[k]) != now[k]]
+    if not differ:
+        return None
+    then = " and ".join(f"{k} {saved[k]}" for k in differ)
+    here = ", ".join(f"{k} {now[k]}" for k in differ)
+    return (
+        f"checkpoint {path} was written by {then} (this is {here}): resuming; a continuation "
+        "bit-identical to an uninterrupted run is promised only on the same versions"
+    )
 
 
 # What a resumable checkpoint holds, and the type of each; anything else is refused

@@ -12,7 +12,7 @@ import contextlib
 import os
 from pathlib import Path
 
-from trainwell.engine.rundir import write_error
+from trainwell.engine.rundir import refuse_dangling, write_error
 from trainwell.errors import UserError
 
 try:
@@ -39,6 +39,7 @@ class RunLock:
     @classmethod
     def acquire(cls, folder: Path) -> RunLock:
         """Take the lock of ``folder`` (created if missing), or refuse with the holder's pid."""
+        refuse_dangling(folder)
         try:
             folder.mkdir(parents=True, exist_ok=True)
             fd = os.open(folder / ".lock", os.O_RDWR | os.O_CREAT, 0o666)

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from trainwell._options import check, option
+from trainwell.engine.metrics_file import kept_rows
 from trainwell.errors import UserError
 
 # Names become folder names: no separators, no parent references, no control characters.
@@ -118,18 +119,22 @@ class RunDir:
         self._pending: list[tuple[int, int, str, str, float]] = []
         # The run's RunLock, held by the process that writes here (set when opened).
         self.lock: Any = None
+        # What reopening found that the user should hear (a damaged metrics.csv).
+        self.notes: list[str] = []
 
     @classmethod
     def create(cls, path: Path) -> RunDir:
         """Create (or reuse an empty) run directory; refuse one that holds a run."""
         path = Path(path)
+        refuse_dangling(path)
         if path.exists() and not path.is_dir():
             raise UserError(f"run.dir: {path} exists and is not a directory")
         summary = path / "summary.json"
         if summary.exists():
             status = _read_status(summary)
+            article = "an" if status[:1] in "aeiou" else "a"
             raise UserError(
-                f"run.dir: {path} already holds a {status} run; choose another run.dir "
+                f"run.dir: {path} already holds {article} {status} run; choose another run.dir "
                 "(or leave it unset for a new timestamped one)"
             )
         try:
@@ -150,16 +155,9 @@ class RunDir:
         """
         rd = cls(Path(path))
         rd.checkpoints.mkdir(parents=True, exist_ok=True)
-        rows: list[tuple[int, int, str, str, float]] = []
-        if rd.metrics_path.exists():
-            with open(rd.metrics_path, newline="") as f:
-                for i, row in enumerate(csv.DictReader(f)):
-                    if i >= keep_rows:
-                        break
-                    rows.append(
-                        (int(row["step"]), int(row["epoch"]), row["split"], row["name"],
-                         float(row["value"]))
-                    )  # fmt: skip
+        # A file deleted or damaged since: what still reads is kept, the rest is a note.
+        rows, note = kept_rows(rd.metrics_path, keep_rows)
+        rd.notes += [note] if note else []
         rd.rows = rows
         tmp = rd.metrics_path.with_name(".metrics.csv.tmp")
         with open(tmp, "w", newline="") as f:
@@ -249,6 +247,20 @@ class NullRunDir(RunDir):
 
     def plot_curves(self) -> None:
         pass
+
+
+def refuse_dangling(path: Path) -> None:
+    """A ``run.dir`` that is a symbolic link to nothing: one line saying so (``mkdir``
+    would only say "File exists").
+
+    Example:
+        >>> refuse_dangling(Path("no/such/run"))  # not a link: nothing to say
+    """
+    if path.is_symlink() and not path.exists():
+        raise UserError(
+            f"run.dir: {path} is a symbolic link to {os.readlink(path)}, which does not exist; "
+            "create its target, or point run.dir elsewhere"
+        )
 
 
 def write_error(path: Path, exc: OSError) -> UserError:

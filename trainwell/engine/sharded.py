@@ -28,6 +28,7 @@ import torch
 from torch import nn
 
 from trainwell.engine import checkpoint as ckpt
+from trainwell.engine import shard_check
 from trainwell.errors import UserError
 
 MARKER = ".committed"
@@ -76,34 +77,40 @@ def save(
 def load_state(folder: Path) -> dict[str, Any]:
     """The non-sharded part of a committed folder (``state.pt``), its shards checked.
 
-    Raises :class:`UserError` naming the folder for a torn one (no commit marker) or
-    one whose shard files are missing.
+    Raises :class:`UserError` naming the folder for a torn one (no commit marker), one
+    whose shard files are missing, cut short or not what its metadata describes, and
+    :class:`~trainwell.engine.checkpoint.Unreadable` for one the OS will not let be read.
     """
-    if not folder.is_dir():
-        raise UserError(f"checkpoint {folder} does not exist")
-    if not (folder / MARKER).is_file():
-        raise UserError(
-            f"checkpoint {folder} is torn: it has no commit marker ({MARKER}), the write did "
-            "not finish"
-        )
-    missing = missing_shards(folder)
-    if missing:
-        raise UserError(
-            f"checkpoint {folder} is missing shard files ({', '.join(missing[:3])}); it cannot "
-            "be loaded"
-        )
+    try:
+        if not folder.is_dir():
+            raise UserError(f"checkpoint {folder} does not exist")
+        if not (folder / MARKER).is_file():
+            raise UserError(_no_marker(folder))
+    except OSError as exc:
+        raise ckpt.read_error(folder, exc) from None
+    shard_check.check_shards(folder)
     state = ckpt.load_checkpoint(folder / STATE)
     state["model"], state["optimizer"] = {}, {}
     return state
 
 
+def _no_marker(folder: Path) -> str:
+    written = any((folder / name).exists() for name in (".metadata", STATE))
+    if not written and not any(folder.glob("*.distcp")):
+        return (
+            f"checkpoint {folder} is a folder, not a checkpoint (no .metadata, no {STATE}); "
+            "--resume takes a checkpoint file, a sharded checkpoint folder or a run directory"
+        )
+    return (
+        f"checkpoint {folder} is torn: it has no commit marker ({MARKER}), the write did not finish"
+    )
+
+
 def missing_shards(folder: Path) -> list[str]:
     """Files DCP's metadata refers to that are not in ``folder``."""
-    from torch.distributed.checkpoint import FileSystemReader
-
     try:
-        metadata = FileSystemReader(str(folder)).read_metadata()
-    except Exception:
+        metadata = shard_check.read_metadata(folder)
+    except UserError:
         return [".metadata"]
     wanted = {info.relative_path for info in (metadata.storage_data or {}).values()}
     return sorted(name for name in wanted if not (folder / name).is_file())
@@ -134,8 +141,7 @@ def load_into(folder: Path, model: nn.Module, optimizer: torch.optim.Optimizer |
     except UserError:
         raise
     except _failures() as exc:
-        detail = _error_text(exc)
-        raise UserError(f"checkpoint {folder} does not fit this model: {detail}") from None
+        raise shard_check.load_error(folder, exc) from None
 
 
 def consolidate(folder: Path) -> dict[str, Any]:
@@ -215,11 +221,7 @@ def _failures() -> tuple[type[BaseException], ...]:
 
 
 def _error_text(exc: BaseException) -> str:
-    # DCP wraps each rank's failure (CheckpointException): the first cause says what failed.
-    failures = getattr(exc, "failures", None)
-    if failures:
-        first = next(iter(failures.values()))
-        exc = first[0] if isinstance(first, tuple) else first  # (exception, its traceback)
+    exc = shard_check.root_cause(exc)
     if isinstance(exc, OSError):
         return f"{exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else "")
     text = " ".join(str(exc).split())
