@@ -52,7 +52,7 @@ from trainwell.engine.preflight import label_checker
 from trainwell.engine.profiling import StepProfiler
 from trainwell.engine.progress import Progress, make_console
 from trainwell.engine.result import FitResult
-from trainwell.engine.resume import config_changes
+from trainwell.engine.resume import restore
 from trainwell.engine.run_files import (
     finish,
     open_loggers,
@@ -288,7 +288,7 @@ def _train(s: _Session, parts: Parts, trainer: Trainer) -> FitResult:
         run_path = resumed[0].parent.parent  # --resume PATH continues PATH's own run
     ckpt = trainer.checkpointer
     if resumed is not None:
-        _restore(s, ckpt, *resumed)
+        restore(ckpt, *resumed, say=lambda m: s.console.print(m, highlight=False))
     # A signal during set-up stops here, before anything is written.
     trainer.stop_if_requested()
     trainer.run = run = open_run_dir(cfg, run_path, s.resume, resumed, place)
@@ -338,19 +338,6 @@ def _train(s: _Session, parts: Parts, trainer: Trainer) -> FitResult:
         console.print(line, highlight=False, markup=False, soft_wrap=True)
     console.print(f"run directory: {run.path}", highlight=False)
     return FitResult(run.path, dict(trainer.loop.metrics), summary, trainer.model)
-
-
-def _restore(s: _Session, ckpt: Checkpointer, path: Path, state: dict[str, Any]) -> None:
-    """Load a checkpoint's state; what its schema check could not see is one line too."""
-    try:
-        for change in config_changes(state["config"], ckpt.config_dict):
-            s.console.print(f"config changed since the checkpoint: {change}", highlight=False)
-        ckpt.load_state_dict(state, path)
-    except UserError:
-        raise
-    except (KeyError, TypeError, ValueError, AttributeError, IndexError, RuntimeError) as exc:
-        detail = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
-        raise UserError(f"checkpoint {path} is malformed ({detail})") from None
 
 
 def _test(trainer: Trainer, test: DataLoader | None) -> None:

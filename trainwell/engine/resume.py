@@ -238,3 +238,20 @@ def _flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
         else:
             flat[f"{prefix}{key}"] = value
     return flat
+
+
+def restore(
+    checkpointer: Any, path: Path, state: dict[str, Any], say: Any = print
+) -> None:
+    """Load a checkpoint's ``state`` into the run's ``checkpointer``; the config changes
+    since it was written are one line each, and what its schema check could not see (a
+    malformed state) is one line too."""
+    try:
+        for change in config_changes(state["config"], checkpointer.config_dict):
+            say(f"config changed since the checkpoint: {change}")
+        checkpointer.load_state_dict(state, path)
+    except UserError:
+        raise
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError, RuntimeError) as exc:
+        detail = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
+        raise UserError(f"checkpoint {path} is malformed ({detail})") from None
