@@ -52,6 +52,12 @@ def test_scaling(tmp_path: Path) -> None:
                 "in-process, 1 process x 1 thread", "launcher, 1 process x 2 threads"):  # fmt: skip
         assert row in out, out
     assert "OMP_NUM_THREADS" in out, "the thread setting must be printed"
+    assert out.rstrip().splitlines()[-2].startswith("verdict: "), "the verdict before the ratio"
+
+
+def test_amp(tmp_path: Path) -> None:
+    out = run_quick("amp.py", tmp_path, "ratio (bf16 / fp32, peak memory)", 180)
+    assert "ratio (bf16 / fp32, steps/s): " in out and "native bf16: " in out
 
 
 def test_fsdp(tmp_path: Path) -> None:
