@@ -211,6 +211,9 @@ def _dispatch(args: argparse.Namespace) -> int:
 
 def _train(args: argparse.Namespace) -> int:
     from trainwell import config as config_mod
+    from trainwell.engine.worker_guard import die_with_launcher
+
+    die_with_launcher()  # a worker of `--nproc N`: never outlive the launcher
 
     if args.help_config:
         print(config_mod.reference_markdown(), end="")
@@ -246,7 +249,8 @@ def _lr_find(args: argparse.Namespace) -> int:
 
 def _launch(args: argparse.Namespace, cfg) -> int:
     from trainwell.engine.launch import LaunchOptions, launch
-    from trainwell.engine.rundir import RunDir, default_name, new_run_path
+    from trainwell.engine.launch_run_dir import claim_run_dir, settle_failed_launch
+    from trainwell.engine.rundir import default_name, new_run_path
 
     opts = LaunchOptions(
         nproc=args.nproc or 1,
@@ -270,8 +274,9 @@ def _launch(args: argparse.Namespace, cfg) -> int:
         # One run directory for every rank and restart, chosen before any starts.
         run_dir = new_run_path(cfg.run, default_name(cfg.data.name, cfg.model.name))
         made = resume is None and opts.node_rank == 0 and not run_dir.exists()
-        if resume is None and opts.node_rank == 0:
-            RunDir.create(run_dir)  # refuses a completed run before anything is launched
+        if opts.node_rank == 0:
+            # Refused here, once, before any worker starts: a live run, a completed one.
+            claim_run_dir(run_dir, fresh=resume is None)
         if resume is None and opts.max_restarts:
             resume = "auto"  # a restarted group continues from its newest checkpoint
         worker.append(f"run.dir={run_dir}")
@@ -279,12 +284,8 @@ def _launch(args: argparse.Namespace, cfg) -> int:
         worker += ["--resume", str(resume)]
     code = launch(opts, worker)
     if code != 0 and not args.dry_run and opts.node_rank == 0:
-        from trainwell.engine.run_files import discard_unstarted, mark_failed
-
-        if made:  # refused before the run began: nothing left that looks like a run
-            discard_unstarted(run_dir)
         # A worker killed outright writes nothing: the summary would say "running" forever.
-        mark_failed(run_dir, f"a worker process failed (launcher exit code {code})")
+        settle_failed_launch(run_dir, made, f"a worker process failed (launcher exit code {code})")
     if code == 0 and cfg.doctor.overfit_batch and not args.dry_run and opts.node_rank == 0:
         import json
 

@@ -9,10 +9,12 @@ training run needs from it: one run directory for every rank and every restart, 
 
 from __future__ import annotations
 
+import os
 import signal
 import tempfile
 from dataclasses import dataclass
 
+from trainwell.engine.worker_guard import LAUNCHER_PID_ENV
 from trainwell.errors import UserError
 
 
@@ -73,6 +75,9 @@ def launch(opts: LaunchOptions, worker_args: list[str]) -> int:
     # torchrun keeps per-attempt log folders; without --log-dir it leaves a new
     # torchelastic_* folder in the system temp folder at every launch.
     logs = tempfile.TemporaryDirectory(prefix="trainwell-launch-")
+    # Workers die with this process (worker_guard), also when it is SIGKILLed.
+    previous = os.environ.get(LAUNCHER_PID_ENV)
+    os.environ[LAUNCHER_PID_ENV] = str(os.getpid())
     try:
         torchrun_main(["--log-dir", logs.name, *torchrun_args(opts, worker_args)])
     except ChildFailedError as exc:
@@ -86,4 +91,12 @@ def launch(opts: LaunchOptions, worker_args: list[str]) -> int:
         return 128 + int(signal.SIGINT)
     finally:
         logs.cleanup()
+        _restore_env(LAUNCHER_PID_ENV, previous)
     return 0
+
+
+def _restore_env(name: str, value: str | None) -> None:
+    if value is None:
+        os.environ.pop(name, None)
+    else:
+        os.environ[name] = value

@@ -73,7 +73,8 @@ def run_context(run: Run) -> dict[str, Any]:
 
 
 def _stop_reason(run: Run) -> str:
-    return {"running": "still running", "interrupted": "interrupted"}.get(run.status, "?")
+    return {"running": "still running", "interrupted": "interrupted",
+            "stopped": "stopped without a process (killed)"}.get(run.status, "?")  # fmt: skip
 
 
 def _headline(run: Run) -> list[tuple[str, str]]:
