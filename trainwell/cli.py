@@ -173,7 +173,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UserError as exc:
         if args.debug:
             raise
-        print(f"trainwell: error: {exc}", file=sys.stderr)
+        from trainwell.engine.worker_guard import report_error
+
+        if not report_error(str(exc)):  # a worker's goes to its launcher, printed once
+            print(f"trainwell: error: {exc}", file=sys.stderr)
         return 2
     except Diverged as exc:
         if args.debug:
@@ -266,6 +269,12 @@ def _launch(args: argparse.Namespace, cfg) -> int:
     worker = ["train", *(["--config", args.config] if args.config else []), *args.overrides]
     if args.dry_run:
         worker.append("--dry-run")
+    from trainwell.engine.run_checks import check_run_config
+    from trainwell.loggers import check_extras
+
+    # Refused here once, before any worker starts (each would print it, among torchrun's lines).
+    check_extras(cfg.log)
+    check_run_config(cfg, opts.nproc * opts.nnodes)
     resume = args.resume
     if not args.dry_run:
         if opts.nnodes > 1 and opts.max_restarts and not cfg.run.dir:

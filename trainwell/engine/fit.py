@@ -51,6 +51,7 @@ from trainwell.engine.profiling import StepProfiler
 from trainwell.engine.progress import Progress, make_console
 from trainwell.engine.result import FitResult
 from trainwell.engine.resume import config_changes
+from trainwell.engine.run_checks import check_on_every_rank
 from trainwell.engine.run_files import (
     finish,
     open_loggers,
@@ -171,6 +172,7 @@ def fit(
 def _fit(s: _Session, dry_run: bool) -> FitResult:
     cfg, place = s.cfg, s.place
     check_extras(cfg.log)  # a missing extra is news before anything is built
+    check_on_every_rank(cfg, place)  # so are a store that does not answer, a bad batch split
     quiet = s.doc.muted if s.doc is not None else contextlib.nullcontext
     parts = build_parts(cfg, place, s.given, quiet=quiet)
     record = record_of(parts, s.given)  # how export/predict rebuild a model passed in

@@ -22,6 +22,9 @@ import time
 
 # Set by the launcher for its workers: its pid, which each worker's parent must be.
 LAUNCHER_PID_ENV = "TRAINWELL_LAUNCHER_PID"
+# Set by the launcher: a folder where each worker leaves its one-line error, so that the
+# launcher prints it once (not once per process, among torchrun's own lines).
+ERRORS_ENV = "TRAINWELL_LAUNCH_ERRORS"
 # After the launcher died: how long a worker may take to stop on its own before it is
 # killed outright (a graceful stop of a small model takes well under a second).
 ORPHAN_GRACE_S = 5.0
@@ -93,3 +96,35 @@ def _alive(pid: int) -> bool:
     except OSError:
         return True
     return True
+
+
+def report_error(message: str) -> bool:
+    """In a worker of a trainwell launcher: leave ``message`` for the launcher to print
+    once; False elsewhere (the caller prints it).
+
+    Example:
+        >>> report_error("data.batch_size: ...")  # not a worker
+        False
+    """
+    folder = os.environ.get(ERRORS_ENV)
+    if not folder or not os.path.isdir(folder):
+        return False
+    rank = os.environ.get("RANK", "0")
+    try:
+        with open(os.path.join(folder, f"rank-{int(rank):06d}.txt"), "w") as f:
+            f.write(message)
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+def reported_error(folder: str) -> str | None:
+    """The lowest rank's error that workers left in ``folder`` (see :func:`report_error`)."""
+    try:
+        names = sorted(n for n in os.listdir(folder) if n.startswith("rank-"))
+        if names:
+            with open(os.path.join(folder, names[0])) as f:
+                return f.read().strip() or None
+    except OSError:
+        pass
+    return None
