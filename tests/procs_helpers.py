@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -73,10 +74,8 @@ def gone_within(pids: list[int], timeout: float) -> list[int]:
     wait_for(lambda: not any(alive(p) for p in pids), timeout)
     left = [p for p in pids if alive(p)]
     for pid in left:
-        try:
+        with contextlib.suppress(OSError):
             os.kill(pid, 9)
-        except OSError:
-            pass
     return left
 
 
