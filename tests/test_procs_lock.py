@@ -13,7 +13,8 @@ import pytest
 
 from tests.procs_helpers import PY, TINY, env_for, hold_lock, start, wait_for
 from trainwell.engine.launch_run_dir import settle_failed_launch
-from trainwell.engine.run_lock import RunLock, lock_state
+from trainwell.engine.run_lock import RunLock
+from trainwell.flock import lock_state
 from trainwell.report.runs import list_runs
 
 RUNNING = {"status": "running", "started": "2026-12-02T00:00:00+0000", "steps": 3}

@@ -12,18 +12,14 @@ the file (a pid is reused; a lock dies with its holder).
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
-import time
 from pathlib import Path
 
 from trainwell.engine.rundir import write_error
 from trainwell.errors import UserError
+from trainwell.flock import TRIES, fcntl, flock, lock_state
 
-try:
-    import fcntl
-except ImportError:  # Windows: no flock; runs are not guarded there
-    fcntl = None  # type: ignore[assignment]
+__all__ = ["RunLock", "lock_state"]
 
 
 class RunLock:
@@ -52,7 +48,7 @@ class RunLock:
         if fcntl is None:
             return cls(fd)
         try:
-            locked = _flock(fd, fcntl.LOCK_EX, tries=_TRIES)
+            locked = flock(fd, fcntl.LOCK_EX, tries=TRIES)
         except OSError:  # a file system without locks: as good as held (never share)
             locked = False
         if not locked:
@@ -100,56 +96,3 @@ class RunLock:
             with contextlib.suppress(OSError):
                 os.close(self.fd)
             self.fd = None
-
-
-# A lock probe (lock_state) holds the lock for microseconds: a run that starts just then
-# tries again briefly rather than being turned away.
-_TRIES = 5
-_RETRY_S = 0.05
-
-
-def _flock(fd: int, mode: int, tries: int = 1) -> bool:
-    for attempt in range(tries):
-        try:
-            fcntl.flock(fd, mode | fcntl.LOCK_NB)
-            return True
-        except OSError as exc:
-            if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                raise
-        if attempt + 1 < tries:
-            time.sleep(_RETRY_S)
-    return False
-
-
-def lock_state(folder: Path) -> str:
-    """``"held"`` (a live process has the run), ``"free"`` (none has: it ended, however it
-    ended), or ``"unknown"`` (no lock file, or one that cannot be read).
-
-    Example:
-        >>> import tempfile
-        >>> folder = Path(tempfile.mkdtemp())
-        >>> lock_state(folder)
-        'unknown'
-        >>> lock = RunLock.acquire(folder)
-        >>> lock_state(folder)
-        'held'
-        >>> lock.release()
-        >>> lock_state(folder)
-        'free'
-    """
-    if fcntl is None:
-        return "unknown"
-    try:
-        fd = os.open(Path(folder) / ".lock", os.O_RDONLY)
-    except OSError:
-        return "unknown"
-    try:
-        # A shared lock: it conflicts only with a holder's exclusive one; let go at once.
-        if not _flock(fd, fcntl.LOCK_SH):
-            return "held"
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return "free"
-    except OSError:
-        return "unknown"
-    finally:
-        os.close(fd)

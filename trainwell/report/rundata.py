@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from trainwell.errors import UserError
+from trainwell.flock import lock_state
 from trainwell.report.checkpoints import Checkpoint, list_checkpoints
 
 # The files that make a folder a run directory (DESIGN.md, "Run directory").
@@ -147,8 +148,6 @@ def live_status(folder: Path, status: str) -> str:
         >>> live_status(Path(tempfile.mkdtemp()), "running")  # no lock file: as written
         'running'
     """
-    from trainwell.engine.run_lock import lock_state
-
     if status == "running" and lock_state(folder) == "free":
         return "stopped"
     return status
