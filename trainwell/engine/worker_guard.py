@@ -109,6 +109,8 @@ def report_error(message: str) -> bool:
     folder = os.environ.get(ERRORS_ENV)
     if not folder or not os.path.isdir(folder):
         return False
+    if os.environ.get(LAUNCHER_PID_ENV) != str(os.getppid()):
+        return False  # not a worker itself (a command a worker ran inherits the variable)
     rank = os.environ.get("RANK", "0")
     try:
         with open(os.path.join(folder, f"rank-{int(rank):06d}.txt"), "w") as f:
