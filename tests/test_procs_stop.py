@@ -125,3 +125,14 @@ def test_sigterm_during_a_tracking_server_stall(tmp_path):
     assert code == 128 + signal.SIGTERM, err[-2000:]
     assert _summary(tmp_path)["status"] == "interrupted"
     assert took < PROMPT_S
+
+
+def test_nproc_2_sigterm_to_the_launcher_while_rank_0_hangs_in_flush(tmp_path):
+    pytest.importorskip("torch.distributed")
+    code, _, out, err = _run_until_hung(
+        tmp_path, ["--nproc", "2", "log.loggers=[procs_hooks:SleepingFlush]"]
+    )
+    assert code == 128 + signal.SIGTERM, (out + err)[-3000:]
+    assert _summary(tmp_path)["status"] == "interrupted"
+    # Rank 1, whose collective broke when rank 0 gave up, adds no traceback.
+    assert "Traceback" not in err and "Connection closed by peer" not in err, err[-3000:]

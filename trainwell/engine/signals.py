@@ -108,7 +108,17 @@ class GracefulStop:
             _active.append(self)
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
+        self._close()
+        if self.signum is not None and _peer_gone(exc):
+            # Stopping, this rank's peer ended first (its hook was aborted, or it was
+            # killed) and the collective it waited in broke: the stop is the news, said
+            # by rank 0; not a traceback here.
+            stopped = Interrupted(self.signum, abort=True, why="a peer process stopped first")
+            stopped.reported = True  # type: ignore[attr-defined]
+            raise stopped from None
+
+    def _close(self) -> None:
         if self in _active:
             _active.remove(self)
         if self._watcher is not None:
@@ -137,6 +147,12 @@ class GracefulStop:
         if now - max(since, signalled) < HOOK_GRACE_S:
             return ""
         return f"{what} did not return {HOOK_GRACE_S:g}s after the stop signal: aborted"
+
+
+def _peer_gone(exc: BaseException | None) -> bool:
+    """An error of a collective (gloo, NCCL) in a process of several."""
+    several = int(os.environ.get("WORLD_SIZE", "1")) > 1
+    return several and isinstance(exc, RuntimeError | ConnectionError)
 
 
 class _Watcher:
