@@ -54,7 +54,7 @@ def test_sigkill_of_the_launcher_ends_its_workers(tmp_path, how):
     assert not left, f"workers {left} outlived the launcher (SIGKILL to the {how})"
     # They stopped the graceful way: the run says it was interrupted, and is free to resume.
     summary = json.loads((run / "summary.json").read_text())
-    assert summary["status"] in ("interrupted", "running"), summary["status"]
+    assert summary["status"] in ("interrupted", "running"), summary
 
 
 def test_sigkill_while_workers_set_up_ends_them_too(tmp_path):

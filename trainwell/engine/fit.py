@@ -61,7 +61,7 @@ from trainwell.engine.run_files import (
 )
 from trainwell.engine.rundir import new_run_path
 from trainwell.engine.seeding import seed_everything
-from trainwell.engine.signals import GracefulStop, Interrupted
+from trainwell.engine.signals import GracefulStop, Interrupted, stopped_by_peer
 from trainwell.engine.state import LoopState
 from trainwell.engine.step import Stepper
 from trainwell.engine.step_fn import LossFn, StepFn
@@ -372,6 +372,7 @@ def _fail(
 ) -> None:
     """Leave the run directory telling the truth: interrupted (resumable) or failed."""
     trainer.progress.close()
+    exc = stopped_by_peer(exc, s.stop)  # a collective that broke while stopping: the stop
     run = trainer.run
     if isinstance(exc, KeyboardInterrupt):
         if isinstance(exc, Interrupted) and not exc.abort and not trainer.done:

@@ -149,6 +149,14 @@ class GracefulStop:
         return f"{what} did not return {HOOK_GRACE_S:g}s after the stop signal: aborted"
 
 
+def stopped_by_peer(exc: BaseException, stop: GracefulStop) -> BaseException:
+    """``exc`` as the run's end should be told: a collective that broke while this rank
+    was stopping (its peer ended first) is the stop, not a failure of the run."""
+    if stop.signum is not None and _peer_gone(exc):
+        return Interrupted(stop.signum, abort=True, why="a peer process stopped first")
+    return exc
+
+
 def _peer_gone(exc: BaseException | None) -> bool:
     """An error of a collective (gloo, NCCL) in a process of several."""
     several = int(os.environ.get("WORLD_SIZE", "1")) > 1
