@@ -176,7 +176,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UserError as exc:
         if args.debug:
             raise
-        print(f"trainwell: error: {_printable(exc)}", file=sys.stderr)
+        from trainwell.engine.worker_guard import report_error
+
+        if not report_error(str(exc)):  # a worker's goes to its launcher, printed once
+            print(f"trainwell: error: {_printable(exc)}", file=sys.stderr)
         return 2
     except Diverged as exc:
         if args.debug:
@@ -224,6 +227,9 @@ def _dispatch(args: argparse.Namespace) -> int:
 
 def _train(args: argparse.Namespace) -> int:
     from trainwell import config as config_mod
+    from trainwell.engine.worker_guard import die_with_launcher
+
+    die_with_launcher()  # a worker of `--nproc N`: never outlive the launcher
 
     if args.help_config:
         print(config_mod.reference_markdown(), end="")
@@ -259,7 +265,8 @@ def _lr_find(args: argparse.Namespace) -> int:
 
 def _launch(args: argparse.Namespace, cfg) -> int:
     from trainwell.engine.launch import LaunchOptions, launch
-    from trainwell.engine.rundir import RunDir, default_name, new_run_path
+    from trainwell.engine.launch_run_dir import claim_run_dir, settle_failed_launch
+    from trainwell.engine.rundir import default_name, new_run_path
 
     opts = LaunchOptions(
         nproc=args.nproc or 1,
@@ -275,6 +282,12 @@ def _launch(args: argparse.Namespace, cfg) -> int:
     worker = ["train", *(["--config", args.config] if args.config else []), *args.overrides]
     if args.dry_run:
         worker.append("--dry-run")
+    from trainwell.engine.run_checks import check_run_config
+    from trainwell.loggers import check_extras
+
+    # Refused here once, before any worker starts (each would print it, among torchrun's lines).
+    check_extras(cfg.log)
+    check_run_config(cfg, opts.nproc * opts.nnodes)
     resume = args.resume
     if not args.dry_run:
         if opts.nnodes > 1 and opts.max_restarts and not cfg.run.dir:
@@ -283,8 +296,9 @@ def _launch(args: argparse.Namespace, cfg) -> int:
         # One run directory for every rank and restart, chosen before any starts.
         run_dir = new_run_path(cfg.run, default_name(cfg.data.name, cfg.model.name))
         made = resume is None and opts.node_rank == 0 and not run_dir.exists()
-        if resume is None and opts.node_rank == 0:
-            RunDir.create(run_dir)  # refuses a completed run before anything is launched
+        if opts.node_rank == 0:
+            # Refused here, once, before any worker starts: a live run, a completed one.
+            claim_run_dir(run_dir, fresh=resume is None)
         if resume is None and opts.max_restarts:
             resume = "auto"  # a restarted group continues from its newest checkpoint
         worker.append(f"run.dir={run_dir}")
@@ -292,12 +306,8 @@ def _launch(args: argparse.Namespace, cfg) -> int:
         worker += ["--resume", str(resume)]
     code = launch(opts, worker)
     if code != 0 and not args.dry_run and opts.node_rank == 0:
-        from trainwell.engine.run_files import discard_unstarted, mark_failed
-
-        if made:  # refused before the run began: nothing left that looks like a run
-            discard_unstarted(run_dir)
         # A worker killed outright writes nothing: the summary would say "running" forever.
-        mark_failed(run_dir, f"a worker process failed (launcher exit code {code})")
+        settle_failed_launch(run_dir, made, f"a worker process failed (launcher exit code {code})")
     if code == 0 and cfg.doctor.overfit_batch and not args.dry_run and opts.node_rank == 0:
         import json
 

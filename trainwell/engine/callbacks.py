@@ -36,6 +36,7 @@ from typing import Any
 
 import torch
 
+from trainwell.engine.signals import foreign
 from trainwell.errors import UserError
 from trainwell.imports import build_object
 
@@ -153,7 +154,8 @@ class Callbacks:
             name = type(obj).__name__
             ctx = Context(**context, _stop=lambda name=name: self._stop(name), _log=self.log)
             try:
-                method(ctx)
+                with foreign(f"callback {name}.{event}"):  # a hung one is aborted after a stop
+                    method(ctx)
             except Exception as exc:
                 detail = " ".join(str(exc).split())[:200]
                 raise CallbackError(

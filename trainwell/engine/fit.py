@@ -53,6 +53,7 @@ from trainwell.engine.profiling import StepProfiler
 from trainwell.engine.progress import Progress, make_console
 from trainwell.engine.result import FitResult
 from trainwell.engine.resume import restore
+from trainwell.engine.run_checks import check_on_every_rank
 from trainwell.engine.run_files import (
     finish,
     open_loggers,
@@ -62,7 +63,7 @@ from trainwell.engine.run_files import (
 )
 from trainwell.engine.rundir import new_run_path
 from trainwell.engine.seeding import seed_everything
-from trainwell.engine.signals import GracefulStop, Interrupted
+from trainwell.engine.signals import GracefulStop, Interrupted, stopped_by_peer
 from trainwell.engine.state import LoopState
 from trainwell.engine.step import Stepper
 from trainwell.engine.step_fn import LossFn, StepFn
@@ -174,6 +175,7 @@ def fit(
 def _fit(s: _Session, dry_run: bool) -> FitResult:
     cfg, place = s.cfg, s.place
     check_extras(cfg.log)  # a missing extra is news before anything is built
+    check_on_every_rank(cfg, place)  # so are a store that does not answer, a bad batch split
     quiet = s.doc.muted if s.doc is not None else contextlib.nullcontext
     parts = build_parts(cfg, place, s.given, quiet=quiet)
     record = record_of(parts, s.given)  # how export/predict rebuild a model passed in
@@ -361,6 +363,7 @@ def _fail(
 ) -> None:
     """Leave the run directory telling the truth: interrupted (resumable) or failed."""
     trainer.progress.close()
+    exc = stopped_by_peer(exc, s.stop)  # a collective that broke while stopping: the stop
     run = trainer.run
     if isinstance(exc, KeyboardInterrupt):
         if isinstance(exc, Interrupted) and not exc.abort and not trainer.done:

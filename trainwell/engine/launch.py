@@ -9,10 +9,14 @@ training run needs from it: one run directory for every rank and every restart, 
 
 from __future__ import annotations
 
+import logging
+import os
 import signal
+import sys
 import tempfile
 from dataclasses import dataclass
 
+from trainwell.engine.worker_guard import ERRORS_ENV, LAUNCHER_PID_ENV, reported_error
 from trainwell.errors import UserError
 
 
@@ -73,17 +77,52 @@ def launch(opts: LaunchOptions, worker_args: list[str]) -> int:
     # torchrun keeps per-attempt log folders; without --log-dir it leaves a new
     # torchelastic_* folder in the system temp folder at every launch.
     logs = tempfile.TemporaryDirectory(prefix="trainwell-launch-")
+    errors = os.path.join(logs.name, "errors")
+    os.mkdir(errors)
+    # Workers die with this process (worker_guard), also when it is SIGKILLed, and leave
+    # their one-line errors for it to print once.
+    previous = {name: os.environ.get(name) for name in (LAUNCHER_PID_ENV, ERRORS_ENV)}
+    os.environ.update({LAUNCHER_PID_ENV: str(os.getpid()), ERRORS_ENV: errors})
+    quiet = _QuietExit2()
+    agent_log = logging.getLogger(_AGENT_LOGGER)
+    agent_log.addFilter(quiet)
     try:
         torchrun_main(["--log-dir", logs.name, *torchrun_args(opts, worker_args)])
     except ChildFailedError as exc:
         # The first worker to fail is the cause (the launcher then stops the others); its
         # own clear error (exit code 2, bad input) stays exit code 2.
         _, first = exc.get_first_failure()
+        message = reported_error(errors)
+        if message:
+            print(f"trainwell: error: {message}", file=sys.stderr)
         return 2 if first.exitcode == 2 else 1
     except SignalException as exc:
         return 128 + int(exc.sigval)
     except KeyboardInterrupt:
         return 128 + int(signal.SIGINT)
     finally:
+        agent_log.removeFilter(quiet)
         logs.cleanup()
+        for name, value in previous.items():
+            _restore_env(name, value)
     return 0
+
+
+# The elastic agent's logger of worker exits and the signals it sends them.
+_AGENT_LOGGER = "torch.distributed.elastic.multiprocessing.api"
+
+
+class _QuietExit2(logging.Filter):
+    """Drops the agent's lines about a worker that exited 2 (bad input, whose one line the
+    launcher prints) and about the others it then stops: noise around that line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        return "(exitcode: 2)" not in message and "closing signal" not in message
+
+
+def _restore_env(name: str, value: str | None) -> None:
+    if value is None:
+        os.environ.pop(name, None)
+    else:
+        os.environ[name] = value

@@ -21,6 +21,7 @@ from trainwell.engine.distributed import Placement, broadcast_object
 from trainwell.engine.resume import remove_stale_temporaries
 from trainwell.engine.run_lock import RunLock
 from trainwell.engine.rundir import CsvLogger, NullRunDir, RunDir
+from trainwell.engine.signals import foreign
 from trainwell.errors import UserError
 from trainwell.loggers import Loggers, build_loggers
 from trainwell.report import write_run_report
@@ -113,14 +114,16 @@ def discard_unstarted(path: Path) -> None:
     entries = {p.name for p in path.iterdir()} if path.is_dir() else {"?"}
     if entries - {"checkpoints", "metrics.csv", ".lock"}:
         return
-    if any((path / "checkpoints").iterdir()):
+    checkpoints = path / "checkpoints"
+    if checkpoints.is_dir() and any(checkpoints.iterdir()):
         return
     metrics = path / "metrics.csv"
     if metrics.exists() and len(metrics.read_text().splitlines()) > 1:
         return
     for name in ("metrics.csv", ".lock"):
         (path / name).unlink(missing_ok=True)
-    (path / "checkpoints").rmdir()
+    if checkpoints.is_dir():
+        checkpoints.rmdir()
     path.rmdir()
 
 
@@ -180,7 +183,8 @@ def open_loggers(
         saved = resumed[1].get("loggers") if resumed else None
         try:
             run = trainer.run
-            named += build_loggers(cfg.log, run.path, saved, trainer.loop.step, run.rows)
+            with foreign("starting the loggers"):  # a tracking store that does not answer
+                named += build_loggers(cfg.log, run.path, saved, trainer.loop.step, run.rows)
         except UserError as exc:
             error = str(exc)
         except Exception as exc:  # the store's own errors: one line, not a traceback

@@ -4,6 +4,9 @@ Two trainings writing one run directory interleave their metrics rows and overwr
 other's checkpoints. The lock is ``flock`` on a file in the folder: the kernel drops it
 when the process ends, however it ends (SIGKILL included), so a crashed run never leaves
 a stale lock behind. The file holds the holder's pid, for the refusal's message.
+
+Whether a run is alive is asked of the lock too (:func:`lock_state`), never of the pid in
+the file (a pid is reused; a lock dies with its holder).
 """
 
 from __future__ import annotations
@@ -14,11 +17,9 @@ from pathlib import Path
 
 from trainwell.engine.rundir import refuse_dangling, write_error
 from trainwell.errors import UserError
+from trainwell.flock import TRIES, fcntl, flock, lock_state
 
-try:
-    import fcntl
-except ImportError:  # Windows: no flock; runs are not guarded there
-    fcntl = None  # type: ignore[assignment]
+__all__ = ["RunLock", "lock_state"]
 
 
 class RunLock:
@@ -48,8 +49,10 @@ class RunLock:
         if fcntl is None:
             return cls(fd)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
+            locked = flock(fd, fcntl.LOCK_EX, tries=TRIES)
+        except OSError:  # a file system without locks: as good as held (never share)
+            locked = False
+        if not locked:
             holder = os.read(fd, 32).decode(errors="replace").strip() or "unknown"
             os.close(fd)
             raise UserError(
@@ -65,6 +68,24 @@ class RunLock:
                 (folder / ".lock").unlink()
             raise write_error(folder / ".lock", exc) from None
         return cls(fd)
+
+    @classmethod
+    def try_acquire(cls, folder: Path) -> RunLock | None:
+        """The lock of ``folder``, or None when a live process holds it (or it cannot be
+        taken at all): the caller then writes nothing there.
+
+        Example:
+            >>> import tempfile
+            >>> folder = Path(tempfile.mkdtemp())
+            >>> first = RunLock.try_acquire(folder)
+            >>> RunLock.try_acquire(folder) is None  # another holder: refused
+            True
+            >>> first.release()
+        """
+        try:
+            return cls.acquire(folder)
+        except UserError:
+            return None
 
     def __del__(self) -> None:
         # A run that ends without finish() (an exception before the loop) lets go too.

@@ -19,6 +19,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Protocol, runtime_checkable
 
+from trainwell.engine.signals import foreign
+
 METHODS = ("log_metrics", "log_config", "log_artifact", "flush", "close")
 
 
@@ -114,7 +116,13 @@ class Loggers:
             fn(*args)
             return
         try:
-            fn(*args)
+            # After a stop signal a hung call (a tracking server gone silent) is aborted.
+            with foreign(f"logger {name}'s {method}"):
+                fn(*args)
+        except KeyboardInterrupt:
+            # Stopped inside this logger: it is not called again, not even to close.
+            self._named = [(n, obj) for n, obj in self._named if n != name]
+            raise
         except Exception as exc:
             detail = " ".join(str(exc).split())[:200]
             self._say(

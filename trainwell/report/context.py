@@ -77,7 +77,8 @@ def _stop_reason(run: Run) -> str:
     if run.status == "failed":
         error = " ".join(str(run.summary.get("error") or "").split())
         return f"failed: {error[:160]}" if error else "failed (no error was recorded)"
-    return {"running": "still running", "interrupted": "interrupted"}.get(run.status, "unknown")
+    return {"running": "still running", "interrupted": "interrupted",
+            "stopped": "stopped without a process (killed)"}.get(run.status, "unknown")  # fmt: skip
 
 
 def _headline(run: Run) -> list[tuple[str, str]]:

@@ -16,11 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from trainwell.errors import UserError
+from trainwell.flock import lock_state
 from trainwell.report.checkpoints import Checkpoint, list_checkpoints
 
 # The files that make a folder a run directory (DESIGN.md, "Run directory").
 RUN_FILES = ("summary.json", "metrics.csv", "config.yaml")
-STATUSES = ("running", "completed", "failed", "interrupted")
+STATUSES = ("running", "completed", "failed", "interrupted", "stopped")
+# `stopped`: the summary says running, but no process holds the run (see live_status).
 # doctor.json codes that name the memory verdict marked on the memory timeline.
 LEAK_CODES = ("graph-retained", "tensor-accumulation", "retain-graph", "eval-builds-graph")
 FRAGMENTATION_CODES = ("allocator-fragmentation",)
@@ -66,7 +68,7 @@ class Run:
     @property
     def partial(self) -> bool:
         """True when something could not be read, or the run is not over."""
-        return bool(self.notes) or self.status in ("running", "unknown")
+        return bool(self.notes) or self.status in ("running", "unknown", "stopped")
 
     def latest(self) -> dict[str, float]:
         """The last logged value of every metric (``val/accuracy`` -> 0.97)."""
@@ -122,30 +124,33 @@ def load_run(path: str | os.PathLike[str]) -> Run:
 
 
 def _status(run: Run) -> str:
-    status = str(run.summary.get("status", "unknown"))
+    status = live_status(run.path, str(run.summary.get("status", "unknown")))
     if status not in STATUSES:
         return "unknown"
-    if status == "running" and not _holder_alive(run.path):
+    if status == "stopped":
         run.notes.append(
-            "summary.json says running but no process holds the run: it was killed or is "
-            "on another machine (resume it with --resume auto)"
+            "summary.json says running but no process holds the run: it stopped without a "
+            "word (killed, or its machine went down); resume it with --resume auto"
         )
     return status
 
 
-def _holder_alive(folder: Path) -> bool:
-    """Whether the pid written in ``.lock`` is a live process (True when unknown)."""
-    try:
-        pid = int((folder / ".lock").read_text().strip())
-    except (OSError, ValueError):
-        return True
-    try:
-        os.kill(pid, 0)  # signal 0: only asks whether the process exists
-    except ProcessLookupError:
-        return False
-    except OSError:  # exists, owned by someone else
-        return True
-    return True
+def live_status(folder: Path, status: str) -> str:
+    """``stopped`` for a summary that says ``running`` while no process holds the run's
+    lock (killed with SIGKILL, out of memory, power cut); else ``status`` as written.
+
+    The lock, not the pid in ``.lock``, is asked: the kernel drops a lock with its holder,
+    while a pid is soon another process's. Without a lock file (a run of an older version,
+    a system without flock) the summary's word stands.
+
+    Example:
+        >>> import tempfile
+        >>> live_status(Path(tempfile.mkdtemp()), "running")  # no lock file: as written
+        'running'
+    """
+    if status == "running" and lock_state(folder) == "free":
+        return "stopped"
+    return status
 
 
 def _read_json(path: Path, notes: list[str], required: bool = False) -> dict[str, Any]:

@@ -16,9 +16,11 @@ from trainwell.errors import UserError
 from trainwell.printable import printable
 from trainwell.report.compare import fmt
 from trainwell.report.context import duration
-from trainwell.report.rundata import is_run_dir
+from trainwell.report.rundata import is_run_dir, live_status
 
 COLUMNS = ("name", "status", "best", "steps", "wall", "findings", "resumed")
+# How a status reads in the table (JSON keeps the word).
+_SHOWN = {"stopped": "stopped (no process)"}
 # Metrics where lower is better: --sort puts the lowest first for these.
 _LOWER_IS_BETTER = ("loss", "err", "ppl", "perplexity", "mse", "mae", "rmse")
 
@@ -52,7 +54,7 @@ def run_row(path: Path) -> dict[str, Any]:
     return {
         "name": path.name,
         "path": str(path),
-        "status": str(summary.get("status", "unknown")),
+        "status": live_status(path, str(summary.get("status", "unknown"))),
         "started": str(summary.get("started", "")),
         "best_metric": best.get("metric"),
         "best_value": best.get("value"),
@@ -130,7 +132,7 @@ def _cells(row: dict[str, Any]) -> list[str]:
         best = f"{row['best_metric']} {fmt(row['best_value'])}"
     return [
         row["name"],
-        row["status"],
+        _SHOWN.get(row["status"], row["status"]),
         best,
         "?" if row["steps"] is None else str(row["steps"]),
         duration(row["wall_time_s"]),

@@ -30,7 +30,7 @@ td.num { font-variant-numeric:tabular-nums; }
   font-size:12px; font-weight:600; text-transform:uppercase; letter-spacing:.03em; }
 .status-completed { background:var(--ok); } .status-failed { background:var(--bad); }
 .status-interrupted { background:var(--warn); } .status-running { background:var(--run); }
-.status-unknown { background:#777; }
+.status-unknown, .status-stopped { background:#777; }
 .banner { border-radius:8px; padding:10px 14px; margin:0 0 16px; border:1px solid; }
 .banner.partial { background:#fff8e1; border-color:#f0c36d; }
 .banner.error { background:#fdecea; border-color:#f5b7b1; }
