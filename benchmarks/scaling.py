@@ -95,6 +95,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from trainwell.report.outcome import scaling_verdict
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -449,24 +451,9 @@ def main(argv: list[str] | None = None) -> int:
     main_name = DEFAULT_WORKLOAD if DEFAULT_WORKLOAD in ratios else names[0]
     print()
     print(f"workload of the ratio below: {main_name}")
-    print(scaling_verdict(ratios[main_name]))
+    print(scaling_verdict(ratios[main_name]))  # trainwell.report.outcome's, as runs --diff
     print(f"ratio (2 processes / 1 process, samples/s): {ratios[main_name]:.2f}")
 
-
-def scaling_verdict(ratio: float, processes: int = 2) -> str:
-    """The articles' rule of thumb: data parallelism on 2 devices should give well over
-    1.5x; under it, the step is not the device's compute (look at the data pipeline and the
-    batch per process) or the all-reduce is too slow for the work between two of them.
-
-    Example:
-        >>> scaling_verdict(1.9)[:28]
-        'verdict: scales (1.90x on 2 '
-    """
-    if ratio >= 1.5:
-        return f"verdict: scales ({ratio:.2f}x on {processes} processes, at or above 1.5x)"
-    return (f"verdict: under 1.5x ({ratio:.2f}x on {processes} processes): look at the data "
-            "pipeline (trainwell bench-data) and the batch per process before adding "
-            "processes; on a CPU the processes also share its cores")  # fmt: skip
     return 0
 
 

@@ -154,3 +154,9 @@ def test_suggest_lr_on_known_curves():
     # A loss that never falls has no suggestion; neither has a curve of two points.
     assert suggest_lr(lrs, [1.0 + 0.01 * k for k in range(61)]) is None
     assert suggest_lr(lrs[:2], falling[:2]) is None
+
+
+def test_out_is_the_output_flag_as_for_every_verb(cli, tmp_path):
+    code, out, err = cli("lr-find", *SYNTHETIC, "--steps", "12", "--out", "out2")
+    assert code == 0, err
+    assert (tmp_path / "out2" / "lr_find.csv").exists()

@@ -58,3 +58,13 @@ def test_the_public_names_load_on_first_use():
                           text=True, timeout=120)  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "has no attribute 'nothing_here'" in proc.stdout
+
+
+def test_every_verb_names_its_output_place_out():
+    from trainwell.cli import _parser
+
+    (sub,) = [a for a in _parser()._actions if a.dest == "command"]
+    for verb, parser in sub.choices.items():
+        flags = {s for a in parser._actions for s in a.option_strings}
+        other = flags & {"--output", "--out-dir", "--outdir", "--output-dir", "--dest"}
+        assert not other or "--out" in flags, (verb, other)

@@ -94,7 +94,9 @@ def _parser() -> argparse.ArgumentParser:
         help="optimizer steps from --start-lr to --end-lr (default 100); fewer if it diverges",
     )
     lr_find.add_argument(
-        "--output",
+        "--out",
+        "--output",  # its first name; --out is every verb's name for where output goes
+        dest="output",
         metavar="DIR",
         help="folder for lr_find.csv and lr_find.png (default: a new one under runs/)",
     )

@@ -86,6 +86,7 @@ def _runs(args: argparse.Namespace) -> int:
 def _diff(paths: list[str]) -> int:
     from trainwell.report import load_run
     from trainwell.report.compare import config_diff, task_mismatch
+    from trainwell.report.outcome import outcome_rows, scaling_line
 
     runs = [load_run(p) for p in paths]
     rows = config_diff(runs)
@@ -94,6 +95,15 @@ def _diff(paths: list[str]) -> int:
     width = max((len(key) for key, _ in rows), default=0)
     for key, (a, b) in rows:
         print(printable(f"{key.ljust(width)}  {a}  ->  {b}"))
+    outcome = outcome_rows(runs)
+    if outcome:
+        print()
+        width = max(len(what) for what, _ in outcome)
+        for what, values in outcome:
+            print(printable(f"{what.ljust(width)}  {'  ->  '.join(values)}"))
+    verdict = scaling_line(runs)
+    if verdict:
+        print(verdict)
     mismatch = task_mismatch(runs)
     if mismatch:
         print(printable(f"note: {mismatch}"))
