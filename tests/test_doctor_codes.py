@@ -83,6 +83,10 @@ def test_every_code_the_doctor_emits_is_in_the_catalog():
     assert len(emitted) >= 30  # the scan finds the probes' codes at all
     missing = {c: where for c, where in emitted.items() if c not in CODES}
     assert not missing, f"codes emitted but not in trainwell/doctor/codes.py: {missing}"
+    # ... and the other way round: the catalog (and so the docs) names no code that
+    # nothing in the doctor can report.
+    unused = set(CODES) - set(emitted)
+    assert not unused, f"codes in the catalog that no probe or explainer emits: {unused}"
 
 
 def test_the_catalog_matches_the_readme_table_and_its_docs_exist():
