@@ -7,6 +7,7 @@ from rich.console import Console
 
 import trainwell
 from tests.conftest import SYNTHETIC, read_summary
+from tests.docs_pages import docs_text
 from tests.tasks_code import Recorder
 from trainwell.config import load_config
 from trainwell.engine.callbacks import CallbackError
@@ -94,9 +95,8 @@ def test_bad_callback_specs_are_one_line(tmp_path, spec, match):
 def test_the_readme_callback_runs_as_written(tmp_path):
     import re
 
-    from tests.conftest import REPO
 
-    readme = (REPO / "README.md").read_text()
+    readme = docs_text()
     (code,) = re.findall(r"```python\n(# tests/tasks_code.py holds a fuller one.*?)```", readme,
                          flags=re.S)  # fmt: skip
     namespace: dict = {}

@@ -132,7 +132,7 @@ def test_empty_yaml_is_the_defaults(tmp_path):
 
 
 def test_readme_config_reference_is_current():
-    readme = (REPO / "README.md").read_text()
-    assert reference_markdown() in readme, "run: python scripts/update_readme.py"
+    readme = (REPO / "docs" / "config.md").read_text()
+    assert reference_markdown() in readme, "run: python scripts/update_docs.py"
     for key in all_keys():
         assert f"`{key}`" in readme

@@ -14,7 +14,7 @@ from tests.conftest import REPO, read_summary, run_subprocess
 
 MARK = "```python\n# my_metrics.py\n"
 # Where the section lives: the README once it is merged there, else its own page.
-PAGES = (REPO / "README.md", REPO / "docs" / "metrics.md")
+PAGES = (REPO / "README.md", REPO / "docs" / "metrics.md")  # the README keeps a link only
 TEXT = next(t for t in (p.read_text() for p in PAGES if p.exists()) if MARK in t)
 BLOCKS = re.findall(r"```(\w+)\n(.*?)```", TEXT, flags=re.S)
 

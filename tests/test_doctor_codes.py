@@ -54,9 +54,10 @@ def emitted_codes() -> dict[str, str]:
 
 
 def readme_codes() -> set[str]:
-    """The codes in README.md's doctor table ("What it finds"): in each row's second
-    column, the backticked names outside parentheses (what is inside explains)."""
-    text = (REPO / "README.md").read_text()
+    """The codes in the doctor's code table ("What it finds", docs/doctor/index.md, moved
+    there from the README): in each row's second column, the backticked names outside
+    parentheses (what is inside explains, or is a link's target)."""
+    text = (REPO / "docs" / "doctor" / "index.md").read_text()
     table = text.split("What it finds (codes", 1)[1].split("\n\n", 2)[1]
     codes = set()
     for row in table.splitlines()[2:]:
@@ -70,11 +71,22 @@ def readme_codes() -> set[str]:
     return codes
 
 
+def listed_codes() -> dict[str, tuple[str, str, str]]:
+    """docs/doctor/codes.md's table: code -> (link target, severity, summary)."""
+    text = (REPO / "docs" / "doctor" / "codes.md").read_text()
+    rows = re.findall(r"^\| \[`([a-z-]+)`\]\(([^)]+)\) \| (\w+) \| (.*) \|$", text, flags=re.M)
+    return {code: (target, sev, summary) for code, target, sev, summary in rows}
+
+
 def test_every_code_the_doctor_emits_is_in_the_catalog():
     emitted = emitted_codes()
     assert len(emitted) >= 30  # the scan finds the probes' codes at all
     missing = {c: where for c, where in emitted.items() if c not in CODES}
     assert not missing, f"codes emitted but not in trainwell/doctor/codes.py: {missing}"
+    # ... and the other way round: the catalog (and so the docs) names no code that
+    # nothing in the doctor can report.
+    unused = set(CODES) - set(emitted)
+    assert not unused, f"codes in the catalog that no probe or explainer emits: {unused}"
 
 
 def test_the_catalog_matches_the_readme_table_and_its_docs_exist():
@@ -86,6 +98,34 @@ def test_the_catalog_matches_the_readme_table_and_its_docs_exist():
     for code in NEW:
         page = (REPO / CODES[code].doc).read_text()
         assert page.startswith(f"# `{code}`") and "```python" in page
+
+
+def test_every_code_has_its_own_page_and_the_pages_agree_with_the_catalog():
+    """One page per code (docs/doctor/<code>.md: what, why, fix, a minimal script that
+    reports the code), each in the site's nav; the list of codes is the catalog's, row by
+    row; and no page documents a code the catalog does not have."""
+    assert listed_codes() == {c.code: (f"{c.code}.md", c.severity, c.summary)
+                              for c in CODES.values()}  # fmt: skip
+    nav = (REPO / "mkdocs.yml").read_text()
+    for code in CODES.values():
+        assert code.doc == f"docs/doctor/{code.code}.md"
+        page = (REPO / code.doc).read_text()
+        assert page.startswith(f"# `{code.code}`\n"), code.doc
+        assert re.search(rf"\*\*Severity:\*\* {code.severity}[. ]", page), code.doc
+        for section in ("## What", "## Why it matters", "## Fix", "## A minimal script"):
+            assert f"\n{section}\n" in page, f"{code.doc}: no {section!r}"
+        script = minimal_script(code.code)
+        assert f"{code.severity}[{code.code}]" in script, f"{code.doc}: the script's marker"
+        assert f"doctor/{code.code}.md" in nav, f"mkdocs.yml: {code.doc} not in the nav"
+    others = {"index", "codes", "writing-a-probe"}
+    pages = {p.stem for p in (REPO / "docs" / "doctor").glob("*.md")} - others
+    assert pages == set(CODES), "pages of no code / codes without a page"
+
+
+def minimal_script(code: str) -> str:
+    """The python block under a page's "## A minimal script"."""
+    page = (REPO / CODES[code].doc).read_text()
+    return page.split("\n## A minimal script\n", 1)[1].split("```python\n", 1)[1].split("```")[0]
 
 
 def test_the_new_probes_report_at_the_catalog_severity():
@@ -277,25 +317,53 @@ def line_of(text: str) -> int:
 # ---- the docs pages' examples ---------------------------------------------------------------
 
 MARK = re.compile(r"#\s*(?:warning|error)\[([a-z-]+)\]")
-# Workers started by spawn import torch anew: slow here; the corpus runs that case.
-NOT_RUN = {"dataloader-worker-died"}
 
 
-@pytest.mark.parametrize("code", [c for c in NEW if c not in NOT_RUN])
-def test_each_docs_page_example_reports_what_it_says(code, tmp_path, monkeypatch, capsys):
+def page_examples() -> list[tuple[str, int]]:
+    """(code, index) of every python block of every code's page: each is run as written."""
+    found = []
+    for code in CODES:
+        text = (REPO / CODES[code].doc).read_text()
+        found += [(code, i) for i in range(text.count("```python\n"))]
+    return found
+
+
+# Workers started by spawn import torch anew: slow here; the corpus runs that case
+# (ok_worker_spawn_with_main_guard.py). The page's minimal script (fork) runs.
+NOT_RUN = {("dataloader-worker-died", 0)}
+
+
+@pytest.mark.parametrize("code, index", [e for e in page_examples() if e not in NOT_RUN])
+def test_each_docs_page_example_reports_what_it_says(code, index, tmp_path, monkeypatch, capsys):
+    """Every python block of a code's page, run as written under ``trainwell doctor``,
+    reports exactly the codes at the lines it marks (``# error[code]``): the minimal
+    script its code, a fix nothing."""
     import json
 
     from trainwell.cli import main
 
     page = (REPO / CODES[code].doc).read_text()
-    source = page.split("```python\n", 1)[1].split("```", 1)[0]
+    source = page.split("```python\n")[index + 1].split("```", 1)[0]
     script = tmp_path / f"{code.replace('-', '_')}_example.py"
     script.write_text(source)
     expected = {(m.group(1), i) for i, line in enumerate(source.splitlines(), 1)
                 if not line.lstrip().startswith("#") for m in MARK.finditer(line)}  # fmt: skip
     monkeypatch.chdir(tmp_path)  # the examples write their checkpoints here
+    if code == "allocator-fragmentation" and not torch.cuda.is_available():
+        fake_cuda_memory(monkeypatch)
     out = tmp_path / "f.json"
     main(["doctor", "--json", str(out), str(script)])
     findings = json.loads(out.read_text())["findings"]
     got = {(f["code"], f["line"]) for f in findings if f["severity"] != "info"}
     assert got == expected, capsys.readouterr().err
+
+
+def fake_cuda_memory(monkeypatch):
+    """Without CUDA there is no allocator to sample: feed the probe the series a
+    fragmenting allocator gives (reserved climbing, allocated flat), so that the page's
+    script is still checked for the finding at its line."""
+    from trainwell.doctor.probes.allocator_fragmentation import AllocatorFragmentationProbe
+
+    samples = iter(range(10**6))
+    series = lambda: (10**6, 2 * 10**6 + 5 * 10**5 * next(samples))  # noqa: E731
+    monkeypatch.setattr(AllocatorFragmentationProbe.__init__, "__defaults__", (series,))

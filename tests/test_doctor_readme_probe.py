@@ -8,10 +8,10 @@ from pathlib import Path
 
 import torch
 
-from tests.conftest import REPO
+from tests.docs_pages import page
 from trainwell.doctor.frame import Doctor
 
-README = (REPO / "README.md").read_text()
+README = page("doctor/writing-a-probe.md")  # moved there from the README
 
 
 def probe_class():

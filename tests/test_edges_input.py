@@ -13,7 +13,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from tests.conftest import REPO
+from tests.docs_pages import page
 from trainwell.cli import main
 from trainwell.config import load_config
 from trainwell.data import DataConfig, build_data
@@ -231,8 +231,8 @@ def test_user_code_still_resolves_even_when_it_uses_the_standard_library(tmp_pat
 
 
 def test_the_readme_says_a_config_runs_the_code_it_names():
-    readme = (REPO / "README.md").read_text()
-    section = readme.split("## Train your own model")[1].split("\n## ")[0]
+    # The README's "Train your own model" section is its own page now.
+    section = page("getting-started/your-own-model.md")
     assert "A config runs the code it names" in section
 
 

@@ -1,4 +1,5 @@
-"""Every example in the README runs as written (or is, line for line, in the file it names)."""
+"""Every example of the README and the docs pages runs as written (or is, line for line, in the
+file it names); tests/docs_pages.py says where they are read from."""
 
 from __future__ import annotations
 
@@ -11,14 +12,15 @@ import sys
 import pytest
 
 from tests.conftest import REPO, read_summary, run_subprocess
+from tests.docs_pages import docs_text
 
-README = (REPO / "README.md").read_text()
+README = docs_text()  # README.md and docs/: the examples moved to the pages by topic
 BLOCKS = re.findall(r"```(\w+)\n(.*?)```", README, flags=re.S)
 
 
 def block(lang: str, first_line: str) -> str:
     found = [body for kind, body in BLOCKS if kind == lang and body.startswith(first_line)]
-    assert len(found) == 1, f"README: expected one {lang} block starting {first_line!r}"
+    assert len(found) == 1, f"README/docs: expected one {lang} block starting {first_line!r}"
     return found[0]
 
 

@@ -1,4 +1,5 @@
-"""README blocks that begin ``# from docs/PAGE.md`` are excerpts of a docs page whose
+"""README and docs blocks that begin ``# from docs/PAGE.md`` (the summaries that moved from
+the README to docs/engine/ and docs/distributed/) are excerpts of a docs page whose
 examples a test runs as written: each such block must be, line for line, a run of
 consecutive lines of one code block of that page."""
 
@@ -9,8 +10,9 @@ import re
 import pytest
 
 from tests.conftest import REPO
+from tests.docs_pages import docs_text
 
-BLOCKS = re.findall(r"```(\w+)\n(.*?)```", (REPO / "README.md").read_text(), flags=re.S)
+BLOCKS = re.findall(r"```(\w+)\n(.*?)```", docs_text(), flags=re.S)
 EXCERPTS = [(lang, body) for lang, body in BLOCKS if body.startswith("# from docs/")]
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO
+from tests.docs_pages import page
 
 
 def write_run(root: Path, name: str, started: str, acc: float, loss: float, **extra) -> Path:
@@ -83,7 +84,7 @@ def test_bad_folders_are_one_line(cli, tmp_path):
     assert code == 2 and err.strip() == "trainwell: error: runs: nowhere does not exist"
 
 
-README = (REPO / "README.md").read_text()
+README = page("reports.md")  # the README's report section, moved to its page
 
 
 def readme_commands() -> list[str]:
@@ -103,4 +104,4 @@ def test_the_readme_section_runs_as_written(cli, tmp_path):
     assert (tmp_path / "runs" / "first" / "report.html").exists()
     assert "Runs compared" in (tmp_path / "compare.html").read_text()
     assert (REPO / "docs" / "report.png").read_bytes()[:4] == b"\x89PNG"
-    assert "docs/report.png" in README
+    assert "](report.png)" in README  # docs/report.png, beside the page

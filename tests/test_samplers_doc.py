@@ -13,8 +13,9 @@ import pytest
 import torch
 
 from tests.conftest import REPO, read_summary, run_subprocess
+from tests.docs_pages import docs_text
 
-README = (REPO / "README.md").read_text()
+README = docs_text()
 DOC = README if "# balance.py" in README else (REPO / "docs" / "samplers.md").read_text()
 BLOCKS = re.findall(r"```(\w+)\n(.*?)```", DOC, flags=re.S)
 

@@ -1,7 +1,7 @@
 """The chaos cases: each a function ``(ctx, **params) -> Outcome`` on tiny CPU runs.
 
-The expected behaviour is the engine's contract (README "What a run leaves behind",
-"Stop, crash, resume", "Several processes"); a case fails with what it saw instead:
+The expected behaviour is the engine's contract (docs/engine/run-directory.md,
+docs/engine/stop-crash-resume.md, docs/distributed/index.md); a case fails with what it saw instead:
 the exit code, stderr's last line, the summary's status.
 """
 

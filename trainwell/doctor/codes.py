@@ -1,9 +1,11 @@
 """The catalog of the doctor's finding codes: each code once, with its default severity,
-a one-line summary and where it is documented (its page, ``docs/doctor/<code>.md``, or
-the README's doctor section).
+a one-line summary and its page, ``docs/doctor/<code>.md`` (what, why, the fix and a
+minimal script that shows it).
 
 The source of truth for the codes (DESIGN.md says so): a test checks that every code the
-doctor can emit is here and that README.md's code table names exactly these codes. A
+doctor can emit is here, that the doctor's code table (``docs/doctor/index.md``) and the
+list of codes (``docs/doctor/codes.md``) name exactly these codes, and that each page's
+script, run under ``trainwell doctor``, reports its code. A
 probe may report a finding at another severity than the default (a one-off generation
 without ``no_grad`` is ``info``, not ``warning``); the default is what the code usually
 means.
@@ -13,30 +15,28 @@ Example:
     'warning'
     >>> CODES["data-parallel"].doc
     'docs/doctor/data-parallel.md'
+    >>> CODES["graph-retained"].doc
+    'docs/doctor/graph-retained.md'
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-README_DOCTOR = "README.md#the-doctor-why-a-run-goes-wrong"
-
 
 @dataclass(frozen=True)
 class Code:
     """One finding code: ``code`` (kebab-case, as in the JSON), its default
     ``severity`` (``error``, ``warning`` or ``info``), a one-line ``summary``, and
-    ``doc``: where it is documented, relative to the repository (a page of its own,
-    ``docs/doctor/<code>.md``, or the README's doctor section)."""
+    ``doc``: its page, relative to the repository (``docs/doctor/<code>.md``)."""
 
     code: str
     severity: str
     summary: str
-    doc: str = README_DOCTOR
 
-
-def _paged(code: str, severity: str, summary: str) -> Code:
-    return Code(code, severity, summary, f"docs/doctor/{code}.md")
+    @property
+    def doc(self) -> str:
+        return f"docs/doctor/{self.code}.md"
 
 
 _ALL = (
@@ -91,24 +91,24 @@ _ALL = (
     Code("inplace-modified", "error", "autograd's 'modified by an inplace operation' "
          "explained: the op, the cause, the line"),
     # practices (issue 24)
-    _paged("data-parallel", "warning", "nn.DataParallel wraps the model: use "
+    Code("data-parallel", "warning", "nn.DataParallel wraps the model: use "
          "DistributedDataParallel"),
-    _paged("anomaly-mode-on", "warning", "autograd's anomaly detection left on for the "
+    Code("anomaly-mode-on", "warning", "autograd's anomaly detection left on for the "
          "training run: every step is slow"),
-    _paged("save-whole-model", "warning", "torch.save pickles a whole module or optimizer: save "
+    Code("save-whole-model", "warning", "torch.save pickles a whole module or optimizer: save "
          "its state_dict"),
-    _paged("clip-before-backward", "warning", "gradient clipping runs before this step's "
+    Code("clip-before-backward", "warning", "gradient clipping runs before this step's "
          "backward: it clips nothing, or last step's gradients"),
-    _paged("sorted-labels-no-shuffle", "warning", "a training set sorted by label is fed in "
+    Code("sorted-labels-no-shuffle", "warning", "a training set sorted by label is fed in "
          "order (no shuffle, no sampler)"),
-    _paged("cuda-in-getitem", "warning", "a Dataset's __getitem__ puts tensors on the GPU: "
+    Code("cuda-in-getitem", "warning", "a Dataset's __getitem__ puts tensors on the GPU: "
          "breaks or slows the loader's workers"),
     # at a crash (issue 24)
-    _paged("dataloader-worker-died", "error", "a DataLoader worker died or raised: the missing "
+    Code("dataloader-worker-died", "error", "a DataLoader worker died or raised: the missing "
          "__main__ guard, or the worker's own error"),
-    _paged("numpy-on-grad-tensor", "error", ".numpy() on a tensor that requires grad: "
+    Code("numpy-on-grad-tensor", "error", ".numpy() on a tensor that requires grad: "
          "detach it first"),
-    _paged("inplace-on-leaf", "error", "an in-place operation on a leaf tensor that requires "
+    Code("inplace-on-leaf", "error", "an in-place operation on a leaf tensor that requires "
          "grad (a weight update outside no_grad)"),
 )
 

@@ -107,8 +107,8 @@ def fit(
     Args:
         config: a :class:`~trainwell.config.Config`, a YAML path, or ``None`` for defaults.
         model: an ``nn.Module`` to train instead of ``model.name``.
-        train_data, val_data, test_data: ``Dataset``, ``IterableDataset`` or ``DataLoader``
-            objects instead of ``data.name``; without ``val_data`` there is no validation.
+        train_data: a ``Dataset``, ``IterableDataset`` or ``DataLoader`` instead of ``data.name``.
+        val_data: the same for validation (without it there is none); test_data: for the test.
         loss_fn: ``loss_fn(outputs, targets) -> scalar`` instead of ``train.loss``, for
             ``(input, target)`` batches.
         step_fn: ``step(model, batch) -> loss | {"loss": loss, "metric": value}`` instead
