@@ -1,7 +1,8 @@
-"""The README's "Look at the data" examples run as written, as real processes.
+"""The docs' "Look at the data" examples (docs/engine/look-at-the-data.md) run as written,
+as real processes.
 
-The blocks are held here as the README shows them; once the section is in the README,
-``test_the_readme_shows_these_blocks`` keeps the two the same."""
+The blocks are held here as the page shows them; ``test_the_docs_show_these_blocks`` keeps
+the two the same."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ import shlex
 
 import pytest
 
-from tests.conftest import REPO, run_subprocess
+from tests.conftest import run_subprocess
+from tests.docs_pages import page
 
 COMMANDS = """\
 trainwell data
@@ -82,11 +84,10 @@ def test_the_user_data_example_prints_its_warnings(tmp_path):
     assert "modules" in dry
 
 
-def test_the_readme_shows_these_blocks():
-    readme = (REPO / "README.md").read_text()
-    if "## Look at the data" not in readme:
-        pytest.skip("the README's 'Look at the data' section is not merged yet")
-    blocks = [body for _, body in re.findall(r"```(\w+)\n(.*?)```", readme, flags=re.S)]
+def test_the_docs_show_these_blocks():
+    text = page("engine/look-at-the-data.md")
+    assert text.startswith("# Look at the data")
+    blocks = [body for _, body in re.findall(r"```(\w+)\n(.*?)```", text, flags=re.S)]
     for expected in (COMMANDS, MYDATA, USER_COMMANDS):
         assert expected in blocks, f"README lacks, as written:\n{expected}"
-    assert WARNINGS in readme
+    assert WARNINGS in text
