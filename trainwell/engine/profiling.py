@@ -27,6 +27,7 @@ from typing import Any
 
 import torch
 
+from trainwell.engine.native_noise import NoiseFilter
 from trainwell.engine.profile_ops import STEP_RANGE, OpStat, aggregate
 from trainwell.engine.rundir import write_error
 from trainwell.errors import UserError
@@ -97,6 +98,7 @@ class StepProfiler:
         self.ops: list[OpStat] = []  # heaviest self time first, once done
         self.note: str | None = None
         self._prof: torch.profiler.profile | None = None
+        self._noise = NoiseFilter()
         self._step_range: Any = None  # the open "ProfilerStep#N" range, in the window
         if warmup == 0:
             # step() comes after a step: waiting for the first call would miss step 1.
@@ -138,7 +140,10 @@ class StepProfiler:
         prof, self._prof = self._prof, None
         if prof is not None:
             self._end_step_range()
-            prof.stop()
+            try:
+                prof.stop()
+            finally:
+                self._noise.close()
         if not self.done:
             self.done = True
             self.note = f"profiler: discarded after {self.recorded} recorded steps"
@@ -209,6 +214,9 @@ class StepProfiler:
             record_shapes=True,
             with_stack=self.with_stack,
         )
+        # Kineto's trace points and the allocator's note come from C++ to fd 2, at the start,
+        # during the steps and at the stop: filtered out for the profiled window.
+        self._noise.open()
         self._prof.start()
         self._begin_step_range()
 
@@ -231,7 +239,10 @@ class StepProfiler:
         self._end_step_range()
         if self.on_cuda:
             torch.cuda.synchronize(self.device)  # the last step's kernels belong in the trace
-        prof.stop()
+        try:
+            prof.stop()
+        finally:
+            self._noise.close()
         self.done = True
         events = prof.events()
         self.ops = aggregate(events, by_cuda=self.on_cuda)
