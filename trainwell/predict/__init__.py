@@ -82,7 +82,7 @@ def predict(
         >>> predict("runs/my-run/checkpoints/best.torchscript", x).labels  # doctest: +SKIP
         [4, 4]
     """
-    from trainwell.export.files import check_destination
+    from trainwell.outputs import check_output
 
     if inputs is not None and split is not None:
         raise UserError("predict: give INPUT.npy or --split, not both")
@@ -90,7 +90,9 @@ def predict(
         raise UserError(f"--batch-size: expected a positive int, got {batch_size!r}")
     out_path = Path(out) if out is not None else None
     if out_path is not None:
-        check_destination(out_path, flag="--out")
+        array_file = None if isinstance(inputs, np.ndarray) else inputs
+        read = [(source, "the model being read"), (array_file, "the input array")]
+        check_output(out_path, "--out", verb="predict", inputs=read)
     array = read_array(inputs) if inputs is not None else None  # checked before the model
     artifact = open_artifact(source)
     tally = Tally(artifact.meta.get("task") or {"kind": "outputs"})
