@@ -259,7 +259,11 @@ def _overfit_failed(summary: dict) -> bool:
 def _lr_find(args: argparse.Namespace) -> int:
     from trainwell import config as config_mod
     from trainwell.engine.lr_find import lr_find
+    from trainwell.outputs import check_output_dir
 
+    if args.output:  # before the steps: never into a run's own files, nor over the config
+        check_output_dir(args.output, "--output", ("lr_find.csv", "lr_find.png"), verb="lr-find",
+                         inputs=[(args.config, "the config being read")])  # fmt: skip
     cfg = config_mod.load_config(args.config, args.overrides)
     lr_find(cfg, start_lr=args.start_lr, end_lr=args.end_lr, steps=args.steps, output=args.output)
     return 0

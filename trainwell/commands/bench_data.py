@@ -55,12 +55,17 @@ def _bench_data(args: argparse.Namespace) -> int:
     from trainwell.benchdata.bench import bench_data, write_json
     from trainwell.benchdata.sweep import check_seconds
     from trainwell.config import load_config
+    from trainwell.outputs import check_output
 
     check_seconds(args.seconds)
     # Checked before the sweep: a typo in a path should not cost the whole budget.
     for flag, path in (("--json", args.json), ("--apply", args.apply)):
-        _check_folder(flag, path)
-    if args.apply:
+        _check_folder(flag, path)  # first: its wording is the one scripts know
+    if args.json:
+        read = [(args.config, "the config being read"), (args.apply, "the config --apply edits")]
+        check_output(args.json, "--json", verb="bench-data", inputs=read)
+    if args.apply:  # the config to change: may be --config itself, never a run's record
+        check_output(args.apply, "--apply", verb="bench-data")
         check_target(args.apply)
     cfg = load_config(args.config, args.overrides)
     result = bench_data(cfg, loader=args.loader, seconds=args.seconds, model=args.model)

@@ -76,6 +76,11 @@ def _profile(args: argparse.Namespace) -> int:
         raise UserError(f"profile: --steps must be at least 1; got {args.steps}")
     if args.warmup < 0:
         raise UserError(f"profile: --warmup must be 0 or more; got {args.warmup}")
+    if args.out:
+        from trainwell.outputs import check_output_dir
+
+        check_output_dir(args.out, "--out", ("trace.json", "profile_ops.csv"), verb="profile",
+                         inputs=[(args.config, "the config being read")])  # fmt: skip
     cfg = load_config(args.config, args.overrides)
     console = make_console()
     if not console.is_terminal:

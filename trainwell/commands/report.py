@@ -53,6 +53,11 @@ def _report(args: argparse.Namespace) -> int:
         out = Path(args.runs[0]) / "report.html" if len(args.runs) == 1 else Path("report.html")
     if out.is_dir():
         out = out / "report.html"
+    from trainwell.outputs import check_output
+
+    # A run's own report.html is the report's to write; its other files are not.
+    check_output(out, "--out", verb="report", own=("report.html",),
+                 inputs=[(run, "a run being reported") for run in args.runs])  # fmt: skip
     target, runs = write_report_and_runs(args.runs, out)
     for run in runs:
         if run.status == "running":

@@ -59,7 +59,10 @@ def first_cause(doc: Reporter, event: BackwardEvent) -> Cause | None:
 def _diagnose(doc: Reporter, event: BackwardEvent) -> Cause | None:
     site = event.site
     if site is None:
-        return None
+        # The engine's loop: no user line on the stack. The data can still be judged,
+        # pointed at where the engine says the data set is defined (its ``data_site``).
+        data = getattr(doc, "data_site", None)
+        return None if data is None else _bad_batch(doc, data)
     # 1. The data was already bad.
     bad = _bad_batch(doc, site)
     if bad is not None:
@@ -110,7 +113,9 @@ def _bad_batch(doc: Reporter, site: Site) -> Cause | None:
     made = data_origin(doc, batch.loader)
     if made is not None:
         what += "; it is made here, in the data pipeline"
-    return Cause("nonfinite-input", made or batch.site or site, what, site,
+    # In the engine, the loop over the loader is trainwell's: the data set's own line.
+    defined = getattr(doc, "data_site", None)
+    return Cause("nonfinite-input", made or defined or batch.site or site, what, site,
                  {"batch_index": batch.index}, fetched=batch.site)  # fmt: skip
 
 

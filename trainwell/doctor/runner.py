@@ -31,6 +31,11 @@ from trainwell.doctor.registry import default_probes
 from trainwell.doctor.sites import is_user_file
 from trainwell.doctor.summary import report_text
 from trainwell.errors import UserError
+from trainwell.outputs import check_output, check_output_dir
+
+# What --memory and --profile write into --out (checked before the script runs).
+OUT_FILES = ("memory.csv", "memory.png", "memory_summary.txt", "memory_oom.txt",
+             "profile/trace.json", "profile/profile_ops.csv")  # fmt: skip
 
 
 @dataclass
@@ -211,6 +216,7 @@ def _out_folder(out_dir: str | None, json_path: str | None) -> Path:
         folder = Path("trainwell-doctor")
     if folder.exists() and not folder.is_dir():
         raise UserError(f"doctor: --out {folder} is a file; give a folder")
+    check_output_dir(folder, "--out", OUT_FILES, verb="doctor")  # not a run's own files
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -267,6 +273,7 @@ def _check_args(path: Path, max_steps: int | None, json_path: str | None) -> Non
     if json_path:
         # Checked before the script runs: a long run must not end on a path it cannot write.
         _check_writable(Path(json_path), "doctor: --json")
+        check_output(json_path, "--json", verb="doctor", inputs=[(path, "the script being run")])
 
 
 def _check_writable(path: Path, what: str) -> None:

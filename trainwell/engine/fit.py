@@ -35,6 +35,7 @@ from trainwell.engine.distributed import (
     unwrap,
     wrap,
 )
+from trainwell.engine.doctor_data import name_the_data, point_at_data
 from trainwell.engine.dry_run import dry_run_report
 from trainwell.engine.early_stopping import EarlyStopping
 from trainwell.engine.evaluate import Evaluator
@@ -284,6 +285,7 @@ def _notes(s: _Session, data: TrainData) -> None:
 
 def _train(s: _Session, parts: Parts, trainer: Trainer) -> FitResult:
     cfg, place, console = s.cfg, s.place, s.console
+    point_at_data(s.doc, cfg.data.name, parts.splits.train)
     resumed = resume_point(cfg, s.resume, lambda m: console.print(m, markup=False, soft_wrap=True))
     run_path = new_run_path(cfg.run, cfg.run.name or parts.name)
     if resumed is not None and not cfg.run.dir and resumed[0].parent.name == "checkpoints":
@@ -381,6 +383,7 @@ def _fail(
         )
         exc.reported = True  # type: ignore[attr-defined]  # the CLI adds no line of its own
         return
+    name_the_data(exc, s.doc)  # NaN in the data: the message names it, not the lr
     summary["error"] = f"{type(exc).__name__}: {exc}"
     if isinstance(exc, Diverged):
         summary["stop_reason"] = "diverged"

@@ -20,6 +20,7 @@ from torch.utils.data import DataLoader, Subset
 from trainwell.config import Config
 from trainwell.data import DataSplits, build_data, make_splits
 from trainwell.engine.distributed import Placement
+from trainwell.engine.dry_checks import check_collate
 from trainwell.engine.loaders import LoaderSettings, first_samples, loader_settings
 from trainwell.engine.preflight import Task, preflight
 from trainwell.engine.seeding import seed_everything, set_deterministic
@@ -103,6 +104,7 @@ def build_parts(
         # Two samples: the cheapest batch that still runs batch norm in training mode.
         task = preflight(model, steps, splits, place.device, lambda: first_samples(
             splits.train, 2, collate))  # fmt: skip
+        check_collate(splits.train, collate)  # lengths that differ past the first two
     return Parts(splits, model, steps, task, loaders, _run_name(cfg, given, model))
 
 

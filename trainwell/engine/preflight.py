@@ -25,6 +25,7 @@ from torch import nn
 
 from trainwell.data import DataSplits, check_labels, targets_of
 from trainwell.engine.batch import sample_count, to_device
+from trainwell.engine.dry_checks import check_trainable, check_value_targets, collated
 from trainwell.engine.given_model import first_call, labels_of
 from trainwell.engine.metric_guard import kept_metric_state
 from trainwell.engine.step_fn import (
@@ -83,9 +84,13 @@ def preflight(
 ) -> Task:
     """The dry step on ``first_batch()``: checks the step's outputs (or, for the step built
     from a loss, the shapes and labels)."""
-    with _untouched(model), kept_metric_state(model, steps.train, steps.eval), \
-            first_call(model) as seen:
-        batch = to_device(first_batch(), device)
+    check_trainable(model)
+    with (
+        _untouched(model),
+        kept_metric_state(model, steps.train, steps.eval),
+        first_call(model) as seen,
+    ):
+        batch = to_device(collated(first_batch), device)
         if steps.default:
             task = _check_loss_step(model, steps, splits, batch)
             if not isinstance(steps.eval, LossStep):  # the user's eval step decides
@@ -127,6 +132,7 @@ def _check_loss_step(model: nn.Module, steps: Steps, splits: DataSplits, batch: 
         outputs = model(inputs)
         _check_outputs(outputs, targets, loss_fn)
     _check_target_type(outputs, targets, loss_fn)
+    check_value_targets(outputs, targets, loss_fn)
     if isinstance(targets, torch.Tensor) and targets.dtype in NARROW_INTS:
         targets = targets.long()  # as the step widens them
     ignore = ignore_index_of(loss_fn)

@@ -17,12 +17,13 @@ import errno
 import json
 import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from trainwell._options import check, option
+from trainwell.engine.metric_rows import MetricRows
 from trainwell.engine.metrics_file import kept_rows
 from trainwell.errors import UserError
 
@@ -115,8 +116,8 @@ class RunDir:
         self.checkpoints = path / "checkpoints"
         self.metrics_path = path / "metrics.csv"
         self.summary_path = path / "summary.json"
-        self.rows: list[tuple[int, int, str, str, float]] = []
-        self._pending: list[tuple[int, int, str, str, float]] = []
+        # Only the rows since the last flush are in memory (metric_rows.py): not the run's.
+        self.rows = MetricRows(self.metrics_path)
         # The run's RunLock, held by the process that writes here (set when opened).
         self.lock: Any = None
         # What reopening found that the user should hear (a damaged metrics.csv).
@@ -158,7 +159,8 @@ class RunDir:
         # A file deleted or damaged since: what still reads is kept, the rest is a note.
         rows, note = kept_rows(rd.metrics_path, keep_rows)
         rd.notes += [note] if note else []
-        rd.rows = rows
+        # Only a count is kept in memory: the rows are in the file, read when needed.
+        rd.rows = MetricRows(rd.metrics_path, count=len(rows))
         tmp = rd.metrics_path.with_name(".metrics.csv.tmp")
         with open(tmp, "w", newline="") as f:
             writer = csv.writer(f)
@@ -187,20 +189,14 @@ class RunDir:
         self.write_text(name, json.dumps(data, indent=2, default=str) + "\n")
 
     def log(self, step: int, epoch: int, split: str, name: str, value: float) -> None:
-        """Record one metric value; kept in memory and appended to metrics.csv on flush."""
-        row = (step, epoch, split, name, float(value))
-        self.rows.append(row)
-        self._pending.append(row)
+        """Record one metric value; appended to metrics.csv on flush (each log point)."""
+        self.rows.append((step, epoch, split, name, float(value)))
 
     def flush(self) -> None:
-        if not self._pending:
-            return
         try:
-            with open(self.metrics_path, "a", newline="") as f:
-                csv.writer(f).writerows(self._pending)
+            self.rows.flush()
         except OSError as exc:
             raise write_error(self.metrics_path, exc) from None
-        self._pending.clear()
 
     def write_summary(self, summary: dict[str, Any]) -> None:
         self.write_json("summary.json", summary)
@@ -218,8 +214,8 @@ class CsvLogger:
         >>> import tempfile
         >>> run = RunDir.create(Path(tempfile.mkdtemp()) / "run")
         >>> CsvLogger(run, epoch=lambda: 0).log_metrics(10, {"train/loss": 0.5})
-        >>> run.rows
-        [(10, 0, 'train', 'loss', 0.5)]
+        >>> run.metrics_path.read_text().splitlines()[1]  # written at once: tail -f shows it
+        '10,0,train,loss,0.5'
     """
 
     def __init__(self, run: RunDir, epoch: Callable[[], int]) -> None:
@@ -231,6 +227,8 @@ class CsvLogger:
         for key, value in metrics.items():
             split, _, name = key.partition("/")
             log(step, epoch, split, name, value)
+        # Each log point (and evaluation) reaches the file now, not at the epoch's end.
+        self.run.flush()
 
 
 class NullRunDir(RunDir):
@@ -281,7 +279,7 @@ def _is_model_metric(name: str) -> bool:
     return name not in ("loss", "lr", "samples_per_s") and not name.startswith(("mem/", "time/"))
 
 
-def plot_curves(rows: list[tuple[int, int, str, str, float]], out: Path) -> None:
+def plot_curves(rows: Iterable[tuple[int, int, str, str, float]], out: Path) -> None:
     """Plot metric rows (step, epoch, split, name, value) into three panels."""
     import matplotlib
 

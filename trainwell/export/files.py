@@ -14,46 +14,22 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from trainwell.errors import UserError
-
-# Files an export must never replace: they hold training state, not exported weights.
-CHECKPOINT_SUFFIXES = (".pt", ".pth", ".ckpt")
+from trainwell.outputs import check_output
 
 
 def check_destination(out: Path, checkpoint: Path | None = None, flag: str = "--out") -> None:
-    """Refuse, before any work, a destination that cannot or must not be written.
-
-    Refused: the checkpoint being read (under any spelling: a symlink, a hard link), any
-    other existing checkpoint, a folder, and a path whose folder does not exist.
+    """Refuse, before any work, a destination that cannot or must not be written: the
+    shared check of every verb's output (:func:`trainwell.outputs.check_output`), with
+    the checkpoint being read as the input; an export may go beside it in checkpoints/.
 
     Example:
         >>> check_destination(Path("/no/such/folder/model.onnx"))  # doctest: +ELLIPSIS
         Traceback (most recent call last):
         ...
-        trainwell.errors.UserError: cannot write /no/such/folder/model.onnx: the folder ...
+        trainwell.errors.UserError: export: --out /no/such/folder/model.onnx: the folder ...
     """
-    if checkpoint is not None:
-        _refuse_checkpoint(out, checkpoint, flag)
-    if out.is_dir():
-        raise UserError(f"{flag} {out} is a folder; give the file to write")
-    if not out.parent.is_dir():
-        raise UserError(f"cannot write {out}: the folder {out.parent} does not exist")
-
-
-def _refuse_checkpoint(out: Path, checkpoint: Path, flag: str) -> None:
-    same = out.resolve() == checkpoint.resolve()
-    if not same and out.exists():
-        try:
-            same = out.samefile(checkpoint)  # a hard link to the checkpoint
-        except OSError:
-            same = False
-    if same:
-        raise UserError(
-            f"export: {flag} {out} is the checkpoint being exported; choose another path"
-        )
-    if out.is_file() and out.suffix in CHECKPOINT_SUFFIXES:
-        raise UserError(
-            f"export: {flag} {out} would replace an existing checkpoint; choose another path"
-        )
+    check_output(out, flag, verb="export", inputs=[(checkpoint, "the checkpoint being exported")],
+                 beside_checkpoints=True)  # fmt: skip
 
 
 @contextlib.contextmanager

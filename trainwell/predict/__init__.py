@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from trainwell.errors import UserError
+from trainwell.predict.finite import count_nonfinite, nonfinite_note, warn
 from trainwell.predict.inputs import fit_to, read_array
 from trainwell.predict.report import Tally
 from trainwell.predict.runners import Artifact, open_artifact
@@ -74,7 +75,9 @@ def predict(
     ``"test"``); ``out`` writes every prediction as CSV.
 
     Bad input is one :class:`~trainwell.errors.UserError` line: an array of the wrong
-    shape or dtype, a split the data does not have, ``out`` in a missing folder.
+    shape or dtype, a split the data does not have, ``out`` in a missing folder, one of
+    the inputs or a run's own file as ``out``, an array whose every sample holds NaN/Inf
+    (some such samples: one warning line on stderr; their predictions are written).
 
     Example:
         >>> import numpy as np
@@ -82,7 +85,7 @@ def predict(
         >>> predict("runs/my-run/checkpoints/best.torchscript", x).labels  # doctest: +SKIP
         [4, 4]
     """
-    from trainwell.export.files import check_destination
+    from trainwell.outputs import check_output
 
     if inputs is not None and split is not None:
         raise UserError("predict: give INPUT.npy or --split, not both")
@@ -90,7 +93,9 @@ def predict(
         raise UserError(f"--batch-size: expected a positive int, got {batch_size!r}")
     out_path = Path(out) if out is not None else None
     if out_path is not None:
-        check_destination(out_path, flag="--out")
+        array_file = None if isinstance(inputs, np.ndarray) else inputs
+        read = [(source, "the model being read"), (array_file, "the input array")]
+        check_output(out_path, "--out", verb="predict", inputs=read)
     array = read_array(inputs) if inputs is not None else None  # checked before the model
     artifact = open_artifact(source)
     tally = Tally(artifact.meta.get("task") or {"kind": "outputs"})
@@ -118,6 +123,7 @@ def _array_batches(
             f"the model takes {len(specs)} inputs ({names}); a .npy holds one: use --split"
         )
     arr = fit_to(arr, specs[0], name)
+    warn(nonfinite_note(arr, name))  # every sample NaN/Inf: refused, before any prediction
     for start in range(0, len(arr), batch_size):
         yield {specs[0]["name"]: arr[start : start + batch_size]}, None
 
@@ -130,10 +136,16 @@ def _split_batches(
     parts = artifact.parts()
     model = artifact.loaded.model if artifact.loaded is not None else None
     specs = {s["name"]: s for s in artifact.meta["inputs"]}
+    seen = bad = 0
     for raw in raw_batches(parts, split, batch_size):
         inputs = model_inputs(parts, raw, model, list(specs))
         arrays = {
             k: fit_to(v.numpy(), specs[k], f"the {split} split's {k}") for k, v in inputs.items()
         }
         labels = labels_of(parts, raw)
+        seen += len(next(iter(arrays.values())))
+        bad += max(count_nonfinite(a)[0] for a in arrays.values())
         yield arrays, None if labels is None else labels.numpy()
+    if bad:  # a split is the run's own data: a warning, whatever the share
+        warn(f"the {split} split: {bad} of {seen} samples hold NaN/Inf; their predictions "
+             "are NaN or meaningless")  # fmt: skip
