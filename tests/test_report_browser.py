@@ -9,6 +9,7 @@ for a person to look at.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
@@ -28,6 +29,7 @@ pytestmark = pytest.mark.skipif(
     CHROMIUM is None, reason="no chromium binary (apt-get install chromium; .ci/run does)"
 )
 HERE = "tests.test_report_browser"
+_HELD: list = []
 
 
 def nan_step(model, batch):
@@ -97,6 +99,10 @@ def running_run(path: Path) -> Path:
     """A run on a GPU still going (its process alive: this one), cut mid-line by a crash."""
     path.mkdir()
     (path / ".lock").write_text(str(os.getpid()))
+    # Held as a live run holds it (report asks the lock, not the pid written in it); the
+    # descriptor stays open for the module's tests.
+    _HELD.append(open(path / ".lock"))  # noqa: SIM115
+    fcntl.flock(_HELD[-1], fcntl.LOCK_EX | fcntl.LOCK_NB)
     (path / "summary.json").write_text(json.dumps({"status": "running", "total_steps": 100}))
     (path / "config.yaml").write_text("data:\n  name: synthetic\nmodel:\n  name: mlp\n")
     rows = ["step,epoch,split,name,value"]

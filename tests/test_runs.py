@@ -72,7 +72,11 @@ def test_json(cli, root):
 def test_diff_shows_the_config_keys_that_differ(cli, root):
     code, out, err = cli("runs", "--diff", str(root / "old"), str(root / "new"))
     assert code == 0, err
-    assert out.strip().splitlines() == ["optim.lr  0.05  ->  0.09"]  # run.dir is left out
+    # The config keys that differ come first (run.dir is left out), then a blank line and
+    # what each run got.
+    config, _, outcome = out.partition("\n\n")
+    assert config.strip().splitlines() == ["optim.lr  0.05  ->  0.09"]
+    assert [ln.split()[0] for ln in outcome.strip().splitlines()][-1] == "wall"
     code, _, err = cli("runs", "--diff", str(root / "old"), str(root / "not-a-run"))
     assert code == 2 and "not-a-run is not a run directory" in err
 

@@ -26,8 +26,9 @@ LAUNCHER_PID_ENV = "TRAINWELL_LAUNCHER_PID"
 # launcher prints it once (not once per process, among torchrun's own lines).
 ERRORS_ENV = "TRAINWELL_LAUNCH_ERRORS"
 # After the launcher died: how long a worker may take to stop on its own before it is
-# killed outright (a graceful stop of a small model takes well under a second).
-ORPHAN_GRACE_S = 5.0
+# killed outright (a graceful stop of a small model takes well under a second; a loaded
+# machine, or a checkpoint of a big one, takes longer).
+ORPHAN_GRACE_S = 10.0
 _POLL_S = 0.25
 _PR_SET_PDEATHSIG = 1
 
