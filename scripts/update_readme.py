@@ -1,8 +1,10 @@
-"""Rewrite the README's config reference from the config dataclasses."""
+"""Rewrite the README's config reference from the config dataclasses, and the file:line
+references of ARCHITECTURE.md and its companions (scripts/update_architecture.py)."""
 
 from __future__ import annotations
 
 import re
+import runpy
 from pathlib import Path
 
 from trainwell.config import reference_markdown
@@ -21,3 +23,5 @@ def rendered(text: str) -> str:
 if __name__ == "__main__":
     README.write_text(rendered(README.read_text()))
     print(f"updated {README}")
+    # ARCHITECTURE.md's file:line references too (it exits with its own code).
+    runpy.run_path(str(Path(__file__).with_name("update_architecture.py")), run_name="__main__")
