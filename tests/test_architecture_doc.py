@@ -8,6 +8,7 @@ ones) run.
 
 from __future__ import annotations
 
+import doctest
 import importlib.util
 import os
 import re
@@ -109,9 +110,28 @@ def test_a_moved_symbol_is_rewritten_and_a_missing_one_is_reported(tmp_path):
     assert "`pkg/m.py:5` (`Loop.step`)" in again and "`pkg/m.py:9`\n  (`run`)" in again
 
 
-def test_update_readme_runs_the_update():
-    text = (REPO / "scripts" / "update_readme.py").read_text()
-    assert "update_architecture" in text
+def test_the_scripts_docstring_examples():
+    result = doctest.testmod(arch, verbose=False)
+    assert result.attempted >= 1 and result.failed == 0
+
+
+@pytest.mark.slow  # a process that imports the config (and torch)
+def test_update_readme_refreshes_the_references_too(tmp_path):
+    # A copy of the repository's shape: the two scripts, a README with the reference
+    # markers, and an ARCHITECTURE.md whose one reference went stale.
+    (tmp_path / "scripts").mkdir()
+    for name in ("update_readme.py", "update_architecture.py"):
+        shutil.copy(REPO / "scripts" / name, tmp_path / "scripts" / name)
+    readme = "# x\n<!-- config-reference:start -->\nold\n<!-- config-reference:end -->\n"
+    (tmp_path / "README.md").write_text(readme)
+    (tmp_path / "m.py").write_text("\n\ndef moved():\n    pass\n")
+    (tmp_path / "ARCHITECTURE.md").write_text("see `m.py:1` (`moved`)\n")
+    proc = subprocess.run([sys.executable, "scripts/update_readme.py"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert (tmp_path / "ARCHITECTURE.md").read_text() == "see `m.py:3` (`moved`)\n"
+    assert "| `optim.lr` |" in (tmp_path / "README.md").read_text()
 
 
 @pytest.mark.parametrize("doc", DOCS)
