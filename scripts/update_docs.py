@@ -1,8 +1,10 @@
-"""Rewrite the config reference page (docs/config.md) from the config dataclasses."""
+"""Rewrite the config reference page (docs/config.md) from the config dataclasses, and the
+file:line references of ARCHITECTURE.md and its companions (scripts/update_architecture.py)."""
 
 from __future__ import annotations
 
 import re
+import runpy
 from pathlib import Path
 
 from trainwell.config import reference_markdown
@@ -21,3 +23,5 @@ def rendered(text: str) -> str:
 if __name__ == "__main__":
     PAGE.write_text(rendered(PAGE.read_text()))
     print(f"updated {PAGE}")
+    # ARCHITECTURE.md's file:line references too (it exits with its own code).
+    runpy.run_path(str(Path(__file__).with_name("update_architecture.py")), run_name="__main__")
