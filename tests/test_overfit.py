@@ -79,9 +79,10 @@ def test_one_fixed_batch_through_the_python_api(tmp_path):
     result = trainwell.fit(cfg, model=model, train_data=data, console=Console(quiet=True))
     assert result.summary["overfit"]["passed"] is True
     assert result.metrics["overfit/final_loss"] == result.summary["overfit"]["final_loss"]
-    # Set-up reads three samples (the input shape, the pre-flight forward), then comes one
-    # batch of 16, read once and trained on 60 times.
-    assert len(data.read) == 3 + 16 and len(set(data.read[3:])) == 16, data.read
+    # Set-up reads three samples (the input shape, the pre-flight forward) and 16 spread
+    # over the data set (that they collate), then comes one batch of 16, read once and
+    # trained on 60 times.
+    assert len(data.read) == 3 + 16 + 16 and len(set(data.read[-16:])) == 16, data.read
 
 
 def test_resume_is_refused(cli):

@@ -147,17 +147,21 @@ def test_nproc_monitor_error_prints_once(tmp_path):
     ("uri", "match"),
     [
         ("sqlite:///{tmp}", "is a folder"),
-        ("sqlite:///{tmp}/missing/m.db", "does not exist"),
+        ("sqlite:///{tmp}/a-file/m.db", "a-file is a file, not a folder"),
+        ("sqlite:///{tmp}/a-file/deeper/m.db", "a-file is a file, not a folder"),
         ("sqlite:///{tmp}/", "names no database file"),
         ("ftp://host/x", "no store for ftp://"),
         ("postgresql://u@127.0.0.1:{closed}/db", "unreachable"),
     ],
 )
 def test_check_tracking_uri_refuses(tmp_path, uri, match):
+    (tmp_path / "a-file").write_text("")
     with pytest.raises(UserError, match=match):
         check_tracking_uri(uri.format(tmp=tmp_path, closed=_closed_port()), timeout=2)
 
 
-@pytest.mark.parametrize("uri", ["sqlite:///{tmp}/m.db", "{tmp}/mlruns", "file://{tmp}/mlruns"])
+# MLflow makes a database's missing folders itself.
+@pytest.mark.parametrize("uri", ["sqlite:///{tmp}/m.db", "sqlite:///{tmp}/new/deeper/m.db",
+                                 "{tmp}/mlruns", "file://{tmp}/mlruns"])  # fmt: skip
 def test_check_tracking_uri_accepts(tmp_path, uri):
     check_tracking_uri(uri.format(tmp=tmp_path))

@@ -12,9 +12,10 @@ the run dies of it.
 
 Example:
     >>> watch = MemoryWatch(threshold_mb=10, action="warn")
-    >>> [watch.update(step, {"mem/tensor_mb": mb}) for step, mb in
-    ...  [(10, 5), (20, 6), (30, 9), (40, 13), (50, 18)]][-1] is not None
-    True
+    >>> seen = [watch.update(step, {"mem/tensor_mb": mb}) for step, mb in
+    ...         [(10, 5), (20, 6), (30, 9), (40, 13), (50, 18), (60, 24)]]
+    >>> [s is not None for s in seen], round(seen[-1].grown_mb)
+    ([False, False, False, False, False, True], 15)
 """
 
 from __future__ import annotations

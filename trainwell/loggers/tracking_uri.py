@@ -72,13 +72,11 @@ def _check_sqlite(uri: str) -> None:
     path = Path(name).expanduser()
     if path.is_dir():
         raise UserError(f"{KEY}: {uri!r}: {path} is a folder, not a database file")
-    if path.parent.exists() and not path.parent.is_dir():
-        raise UserError(f"{KEY}: {uri!r}: {path.parent} is a file, not a folder")
-    if not path.parent.is_dir():
-        raise UserError(
-            f"{KEY}: {uri!r}: the folder {path.parent} does not exist (SQLite creates the "
-            "file, not its folder)"
-        )
+    # MLflow makes the database's missing folders: what must hold is that the nearest one
+    # that exists is a folder (a file there can hold no database below it).
+    existing = next(p for p in (path.parent, *path.parent.parents) if p.exists())
+    if not existing.is_dir():
+        raise UserError(f"{KEY}: {uri!r}: {existing} is a file, not a folder")
 
 
 def _connect(uri: str, host: str | None, port: int, timeout: float) -> None:
