@@ -13,7 +13,6 @@ import builtins
 import hashlib
 import io
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -24,6 +23,7 @@ from rich.console import Console
 import trainwell
 from tests import io_faults
 from tests.conftest import REPO, SYNTHETIC, read_summary
+from tests.finished_run import finished_run_fixture, run_copy_fixture
 from trainwell.config import load_config
 from trainwell.engine.checkpoint import Unreadable, load_checkpoint, save_atomic
 from trainwell.engine.resume import find
@@ -48,19 +48,10 @@ PATCHED = [(builtins, "open"), (io, "open")] + [
 ]
 
 
-@pytest.fixture(scope="module")
-def finished(tmp_path_factory) -> Path:
-    """A completed run with last.pt, best.pt, step-20.pt and step-25.pt."""
-    run = tmp_path_factory.mktemp("io") / "run"
-    trainwell.fit(load_config(overrides=[*RUN, f"run.dir={run}"]), console=QUIET)
-    return run
+finished = finished_run_fixture("io", RUN)
 
 
-@pytest.fixture
-def run(finished, tmp_path) -> Path:
-    copy = tmp_path / "run"
-    shutil.copytree(finished, copy)
-    return copy
+run = run_copy_fixture()
 
 
 @pytest.fixture

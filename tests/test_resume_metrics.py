@@ -5,7 +5,6 @@ and the run goes on (no traceback, no history lost without a word)."""
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +14,7 @@ from rich.console import Console
 
 import trainwell
 from tests.conftest import REPO, SYNTHETIC, read_summary
+from tests.finished_run import finished_run_fixture, run_copy_fixture
 from trainwell.config import load_config
 from trainwell.engine.checkpoint import load_checkpoint
 
@@ -22,18 +22,10 @@ RUN = [*SYNTHETIC, "train.epochs=2", "train.log_every=2", "checkpoint.every_step
 HEADER = "step,epoch,split,name,value"
 
 
-@pytest.fixture(scope="module")
-def finished(tmp_path_factory) -> Path:
-    run = tmp_path_factory.mktemp("metrics") / "run"
-    trainwell.fit(load_config(overrides=[*RUN, f"run.dir={run}"]), console=Console(quiet=True))
-    return run
+finished = finished_run_fixture("metrics", RUN)
 
 
-@pytest.fixture
-def run(finished, tmp_path) -> Path:
-    copy = tmp_path / "run"
-    shutil.copytree(finished, copy)
-    return copy
+run = run_copy_fixture()
 
 
 def counted(run: Path) -> int:

@@ -5,36 +5,25 @@ Root's chmod blocks nothing, so the read-only folder comes from tests/io_faults.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from rich.console import Console
 
-import trainwell
 from tests import io_faults
 from tests.conftest import REPO, SYNTHETIC, read_summary
-from trainwell.config import load_config
+from tests.finished_run import finished_run_fixture, run_copy_fixture
 
 pytest.importorskip("tensorboard")
 
 RUN = [*SYNTHETIC, "train.epochs=2", "checkpoint.every_steps=5", "log.tensorboard=true"]
 
 
-@pytest.fixture(scope="module")
-def finished(tmp_path_factory) -> Path:
-    run = tmp_path_factory.mktemp("tb") / "run"
-    trainwell.fit(load_config(overrides=[*RUN, f"run.dir={run}"]), console=Console(quiet=True))
-    return run
+finished = finished_run_fixture("tb", RUN)
 
 
-@pytest.fixture
-def run(finished, tmp_path) -> Path:
-    copy = tmp_path / "run"
-    shutil.copytree(finished, copy)
-    return copy
+run = run_copy_fixture()
 
 
 def resume(run: Path, cwd: Path, kind: str, *extra: str) -> subprocess.CompletedProcess:

@@ -4,34 +4,24 @@ refused with one line, never skipped and never misread."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
 import torch
-from rich.console import Console
 
 import trainwell
 from tests.conftest import SYNTHETIC, read_summary
-from trainwell.config import load_config
+from tests.finished_run import finished_run_fixture, run_copy_fixture
 from trainwell.engine import checkpoint as ckpt
 from trainwell.engine.checkpoint import TooNew, load_checkpoint, save_atomic
 
 RUN = [*SYNTHETIC, "train.epochs=1", "checkpoint.every_steps=5"]
 
 
-@pytest.fixture(scope="module")
-def finished(tmp_path_factory) -> Path:
-    run = tmp_path_factory.mktemp("versions") / "run"
-    trainwell.fit(load_config(overrides=[*RUN, f"run.dir={run}"]), console=Console(quiet=True))
-    return run
+finished = finished_run_fixture("versions", RUN)
 
 
-@pytest.fixture
-def run(finished, tmp_path) -> Path:
-    copy = tmp_path / "run"
-    shutil.copytree(finished, copy)
-    return copy
+run = run_copy_fixture()
 
 
 def rewrite(path: Path, **changes) -> None:

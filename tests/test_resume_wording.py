@@ -5,34 +5,23 @@ symbolic link, a summary that cannot be read, and a run that another process hol
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
-from rich.console import Console
 
-import trainwell
 from tests.conftest import REPO, SYNTHETIC, read_summary
-from trainwell.config import load_config
+from tests.finished_run import finished_run_fixture, run_copy_fixture
 
 RUN = [*SYNTHETIC, "train.epochs=2", "checkpoint.every_steps=5"]
 
 
-@pytest.fixture(scope="module")
-def finished(tmp_path_factory) -> Path:
-    run = tmp_path_factory.mktemp("wording") / "run"
-    trainwell.fit(load_config(overrides=[*RUN, f"run.dir={run}"]), console=Console(quiet=True))
-    return run
+finished = finished_run_fixture("wording", RUN)
 
 
-@pytest.fixture
-def run(finished, tmp_path) -> Path:
-    copy = tmp_path / "run"
-    shutil.copytree(finished, copy)
-    return copy
+run = run_copy_fixture()
 
 
 @pytest.mark.parametrize("given", ["run", "run/checkpoints", "run/"])
