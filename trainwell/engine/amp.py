@@ -21,7 +21,7 @@ from trainwell.errors import UserError
 _WHY_AUTO = {
     ("cuda", "bf16"): "this GPU computes bf16",
     ("cuda", "fp16"): "this GPU has no bf16, so fp16 with a GradScaler",
-    ("cpu", "bf16"): "this CPU computes bf16 natively (AVX-512 BF16 or AMX)",
+    ("cpu", "bf16"): "this CPU computes bf16 natively, with AVX-512 BF16 or AMX",
     ("cpu", "fp32"): "no native bf16 on this CPU, where it is slower than fp32",
 }
 
