@@ -80,11 +80,12 @@ def apply_batch_size(path: Path, batch_size: int) -> None:
           name: digits  # the default
           batch_size: 128
     """
-    import yaml
+    from trainwell.yaml_load import load_yaml
 
     text = path.read_text(encoding="utf-8")
     edited = _edit(text, batch_size)
-    loaded = yaml.safe_load(edited) or {}
+    # Read back as load_config reads it (strictly: a key given twice is refused).
+    loaded = load_yaml(edited, str(path)) or {}
     data = loaded.get("data") if isinstance(loaded, dict) else None
     if not isinstance(data, dict) or data.get("batch_size") != batch_size:
         raise UserError(f"batch-size: --apply cannot edit {path} safely (its data section "

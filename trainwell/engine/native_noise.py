@@ -3,19 +3,17 @@
 warning that a block allocated before profiling started will have no deallocation event.
 
 They are written by C++ straight to file descriptor 2, past ``sys.stderr``, so they are
-caught there: for the duration of the call, fd 2 goes to a temporary file, and what it
-caught is written back without those lines (an unexpected line, a real error, still
-shows, and nothing is lost if the call raises).
+caught there: for the profiled window, fd 2 goes to a temporary file, and what it caught
+is written back without those lines (an unexpected line, a real error, still shows, and
+nothing is lost if the window ends in an exception).
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import sys
 import tempfile
-from collections.abc import Iterator
 from typing import Any
 
 NOISE = re.compile(
@@ -72,13 +70,3 @@ class NoiseFilter:
             sys.stderr.write(kept)
             sys.stderr.flush()
 
-
-@contextlib.contextmanager
-def quiet_profiler_stderr() -> Iterator[None]:
-    """Hide the profiler's noise lines that C++ writes to fd 2 inside the block."""
-    noise = NoiseFilter()
-    noise.open()
-    try:
-        yield
-    finally:
-        noise.close()

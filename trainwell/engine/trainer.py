@@ -241,11 +241,11 @@ class Trainer:
         say = lambda line: self.progress.console.print(  # noqa: E731
             f"[yellow]warning[/]: {line}", highlight=False, soft_wrap=True)
         action = watch_step(self.memwatch, self.loop.step, figures, self.findings, say)
-        if self.place.distributed and self.memwatch.threshold_mb > 0:
-            for wanted in ("stop", "checkpoint"):  # rank 0 samples; all ranks act alike
-                if any_process(action == wanted, self.place):
-                    action = wanted
-                    break
+        # Rank 0 samples; all ranks act alike: one collective per log point, and rank 0's
+        # verdict sent only the once it has one.
+        watching = self.place.distributed and self.memwatch.threshold_mb > 0
+        if watching and any_process(action is not None, self.place):
+            action = broadcast_object(action, self.place)
         self._memory_action = self._memory_action or action
 
     def end_of_epoch(self, epoch: int) -> None:
