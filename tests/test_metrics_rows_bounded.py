@@ -104,13 +104,16 @@ def test_rows_held_in_memory_do_not_grow_with_the_run(tmp_path, steps):
 
 
 def test_memory_of_the_recorder_per_step_is_flat(tmp_path):
-    """tracemalloc's bytes still allocated by the row recording code, at step 50 and at
-    step 350: the 300 steps between add (almost) nothing (it was ~0.4 KB a step)."""
+    """tracemalloc's bytes still allocated by the row recording code, at step 100 and at
+    step 1100: the 1000 steps between add (almost) nothing (it was ~0.4 KB a step, 400 KB
+    here). The bound is not zero: the interpreter keeps freed tuples, dicts and buffers
+    on free lists, counted as allocated where they were first made (``open`` in
+    metric_rows.py); those lists are bounded (about 15 KB measured), the rows were not."""
     marks: dict[int, int] = {}
 
     class Mark:
         def on_step_end(self, ctx) -> None:
-            if ctx.step in (50, 350):
+            if ctx.step in (100, 1100):
                 gc.collect()
                 snap = tracemalloc.take_snapshot()
                 marks[ctx.step] = sum(
@@ -120,10 +123,10 @@ def test_memory_of_the_recorder_per_step_is_flat(tmp_path):
 
     tracemalloc.start()
     try:
-        trainwell.fit(_cfg(tmp_path / "run", 350, "train.log_every=1"), callbacks=[Mark()])
+        trainwell.fit(_cfg(tmp_path / "run", 1100, "train.log_every=1"), callbacks=[Mark()])
     finally:
         tracemalloc.stop()
-    assert marks[350] - marks[50] < 4096, marks  # 300 steps x ~0.4 KB would be ~120 KB
+    assert marks[1100] - marks[100] < 32 * 1000, marks  # < 32 B a step; rows kept: 400 B
 
 
 def test_the_recorder_counts_everything_and_iterates_the_file(tmp_path):
