@@ -16,6 +16,7 @@ import torch
 from rich.console import Console
 
 import trainwell
+from tests import crash_at
 from tests.conftest import REPO, SYNTHETIC, model_csv, read_summary
 from trainwell.config import load_config
 from trainwell.engine.checkpoint import load_checkpoint
@@ -163,10 +164,9 @@ def test_two_nodes_on_loopback_train_together(tmp_path):
 def test_a_crashed_worker_is_restarted_and_ends_where_the_clean_run_ends(reference, tmp_path):
     proc = trainwell_cmd(
         "train", "--nproc", "2", "--max-restarts", "1", *BASE, "train.grad_accum_steps=2",
-        "run.dir=run", cwd=tmp_path,
         # Step 41 of 42: the restart resumes step-40.pt, mid last epoch, so the final
         # train/loss depends on every rank's running sums coming back.
-        env={"TRAINWELL_TEST_CRASH_AT_STEP": "41", "TRAINWELL_TEST_CRASH_RANK": "1"},
+        "run.dir=run", crash_at.override(41, rank=1), cwd=tmp_path,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "resuming from" in proc.stdout and "step-40.pt" in proc.stdout

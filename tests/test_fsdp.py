@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests import crash_at
 from tests.conftest import REPO, SYNTHETIC, read_summary
 from trainwell.engine.checkpoint import load_checkpoint
 from trainwell.engine.sharded import consolidate
@@ -146,8 +147,7 @@ def test_sigkill_in_a_sharded_write_restarts_from_the_last_committed(reference, 
 
 def test_one_process_run_resumes_on_two(reference, tmp_path):
     run_dir = tmp_path / "grow"
-    env = environment(TRAINWELL_TEST_CRASH_AT_STEP="12")
-    crashed = train(tmp_path, *FSDP, f"run.dir={run_dir}", env=env)
+    crashed = train(tmp_path, *FSDP, f"run.dir={run_dir}", crash_at.override(12))
     assert crashed.returncode != 0
     assert (run_dir / "checkpoints" / "step-10" / ".committed").exists()
     grown = train(tmp_path, "--nproc", "2", *FSDP, f"run.dir={run_dir}", "--resume", "auto")

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 import trainwell
+from tests import crash_at
 from tests.conftest import REPO, SYNTHETIC, read_summary
 from trainwell.config import load_config, to_dict
 from trainwell.engine.progress import make_console
@@ -163,15 +164,14 @@ def test_a_resume_from_a_step_checkpoint_before_its_evaluation_logs_that_evaluat
     evaluates at step 28 again, while TensorBoard and MLflow already hold the killed
     run's evaluation there."""
     run, db = tmp_path / "run", tmp_path / "mlflow.db"
-    env = {**os.environ, "PYTHONPATH": str(REPO), "TRAINWELL_TEST_CRASH_AT_STEP": "31"}
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
     args = [sys.executable, "-m", "trainwell", "train", *BASE, "train.epochs=4",
             "train.log_every=2", "checkpoint.every_steps=14", "log.tensorboard=true",
             "log.mlflow=true", f"log.mlflow_uri=sqlite:///{db}", f"run.dir={run}"]  # fmt: skip
-    crashed = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True,
-                             timeout=180)  # fmt: skip
+    crashed = subprocess.run([*args, crash_at.override(31)], cwd=tmp_path, env=env,
+                             capture_output=True, text=True, timeout=180)  # fmt: skip
     assert crashed.returncode == 13, crashed.stderr[-2000:]
     assert tb_series(run)["val/loss"][-1][0] == 28  # the killed run's evaluation is there
-    del env["TRAINWELL_TEST_CRASH_AT_STEP"]
     resumed = subprocess.run([*args, "--resume", str(run / "checkpoints" / "step-28.pt")],
                              cwd=tmp_path, env=env, capture_output=True, text=True,
                              timeout=180)  # fmt: skip

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tests import crash_at
 from tests.chaos.harness import (
     BASE,
     CaseError,
@@ -277,10 +278,9 @@ def ddp_worker_dies(ctx: Ctx, rank: int, step: int) -> Outcome:
     """--nproc 2, a worker exits at ``step`` with no restarts: the summary must not stay
     'running'."""
     run = ctx.dir / "run"
-    env = {"TRAINWELL_TEST_CRASH_AT_STEP": str(step), "TRAINWELL_TEST_CRASH_RANK": str(rank)}
     began = time.time()
     proc = ctx.run("train", "--nproc", "2", *BASE, "train.epochs=3", f"run.dir={run}",
-                   name="ddp", env=env, timeout=300)  # fmt: skip
+                   crash_at.override(step, rank), name="ddp", timeout=300)  # fmt: skip
     took = time.time() - began
     problems = []
     st = status(run)

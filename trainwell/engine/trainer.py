@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import os
 import signal
 import time
 from collections.abc import Callable
@@ -115,7 +114,6 @@ class Trainer:
     def train(self, resumed: bool) -> str:
         """Epochs of optimizer steps until the schedule ends, max_steps or early stopping."""
         epoch, skip = self._start(resumed)
-        crash_at = _test_crash_step(self.place)
         self.stop_if_requested()  # a signal during set-up: stop before the first step
         self.notify("on_fit_start")
         while epoch < self.cfg.train.epochs and not self._should_stop():
@@ -130,8 +128,6 @@ class Trainer:
             left = self.total_steps - self.loop.step
             for micro_batches in itertools.islice(self.data.epoch(epoch, skip), left):
                 self.train_step(micro_batches)
-                if self.loop.step == crash_at:
-                    os._exit(13)
                 self.after_step()
                 if self.callbacks.stop_requested_by or self._memory_action == "stop":
                     break  # the epoch still ends: evaluation, best, last
@@ -353,15 +349,6 @@ class Trainer:
         that raises alone would leave the others waiting in a collective)."""
         if any_process(self.stop.requested, self.place):
             raise Interrupted(self.stop.signum or signal.SIGTERM)
-
-
-def _test_crash_step(place: Placement) -> int:
-    # Test-only: a worker that dies at a chosen step on the first attempt, to exercise the
-    # launcher's restarts (read once, not in the hot path).
-    step = os.environ.get("TRAINWELL_TEST_CRASH_AT_STEP")
-    rank = int(os.environ.get("TRAINWELL_TEST_CRASH_RANK", "0"))
-    first_attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") == "0"
-    return int(step) if step and place.rank == rank and first_attempt else -1
 
 
 def _check_all_params_got_grads(model: nn.Module, cfg: Config) -> None:
