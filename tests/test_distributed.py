@@ -18,7 +18,7 @@ from rich.console import Console
 import trainwell
 from tests.conftest import REPO, SYNTHETIC, model_csv, read_summary
 from trainwell.config import load_config
-from trainwell.engine.checkpoint import load_checkpoint
+from trainwell.engine.checkpointing.checkpoint import load_checkpoint
 
 pytestmark = pytest.mark.skipif(
     not torch.distributed.is_available(), reason="torch.distributed is not built in"

@@ -18,7 +18,7 @@ import pytest
 import trainwell
 from tests.conftest import REPO, SYNTHETIC, read_summary
 from trainwell.config import load_config, to_dict
-from trainwell.engine.progress import make_console
+from trainwell.engine.loop.progress import make_console
 from trainwell.loggers.mlflow_run import _flatten
 
 pytest.importorskip("tensorboard", reason="CI installs trainwell[tensorboard]")
