@@ -26,12 +26,12 @@ import torch
 from torch import nn
 from torch.utils.data import TensorDataset
 
-from trainwell.engine.distributed import Placement
-from trainwell.engine.evaluate import Evaluator
-from trainwell.engine.loaders import LoaderSettings, eval_loader
-from trainwell.engine.metric_objects import SplitMetrics
-from trainwell.engine.precision import Precision
-from trainwell.engine.step_fn import LossStep
+from trainwell.engine.build.metric_objects import SplitMetrics
+from trainwell.engine.distributed.placement import Placement
+from trainwell.engine.loading.loaders import LoaderSettings, eval_loader
+from trainwell.engine.loop.evaluate import Evaluator
+from trainwell.engine.step.precision import Precision
+from trainwell.engine.step.step_fn import LossStep
 
 HAND = "hand-written eval loop"
 NONE = "trainwell Evaluator, no train.metrics"

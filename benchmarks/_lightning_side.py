@@ -25,7 +25,7 @@ from typing import Any
 from torch import nn
 from torch.utils.data import DataLoader
 
-from trainwell.engine.optim import OptimConfig, build_optimizer
+from trainwell.engine.build.optim import OptimConfig, build_optimizer
 
 MISSING = (
     None

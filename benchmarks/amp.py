@@ -52,7 +52,7 @@ from _tiny_lm import (
 from memory import DEFAULT, QUICK, step_memory
 
 import trainwell
-from trainwell.engine.distributed import resolve_device
+from trainwell.engine.distributed.placement import resolve_device
 from trainwell.env import cpu_has_fast_bf16
 
 _DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}

@@ -11,7 +11,7 @@ very same folder:
 - **plain + fsync**: ``torch.save`` into an open file, then ``flush`` and ``os.fsync``:
   the bytes are on the disk when it returns, but the file is written in place, so a crash
   midway still leaves a partial file under the final name.
-- **durable (save_atomic)**: ``trainwell.engine.checkpoint.save_atomic(state, path)``,
+- **durable (save_atomic)**: ``trainwell.engine.checkpointing.checkpoint.save_atomic(state, path)``,
   what trainwell writes every checkpoint with: a temporary file in the same folder,
   ``torch.save`` into it, ``flush``, ``os.fsync``, ``os.replace`` onto the final name and
   an ``fsync`` of the folder. A crash at any instant leaves the old file or the new one.
@@ -21,7 +21,8 @@ The middle row shows where the durable write's extra time goes: nearly all of it
 rename and the folder's ``fsync`` are small.
 
 The state is a realistic training checkpoint, shaped like the one trainwell's loop writes
-(``Checkpointer.state_dict`` in ``trainwell/engine/checkpointer.py``): ``model``, the state_dict of
+(``Checkpointer.state_dict`` in ``trainwell/engine/checkpointing/checkpointer.py``): ``model``, the
+state_dict of
 a stack of six ``nn.Linear`` layers with about ``--size-mb`` megabytes (10**6 bytes) of
 float32 parameters (100 MB: width 2048, about 25 M parameters), plus ``optimizer``,
 ``scheduler``, ``step``, ``epoch``, ``rng`` (trainwell's own ``rng_state()``), the resolved
@@ -94,8 +95,8 @@ from torch import nn
 
 import trainwell
 from trainwell.config import load_config, to_dict
-from trainwell.engine.checkpoint import save_atomic
-from trainwell.engine.state import rng_state
+from trainwell.engine.checkpointing.checkpoint import save_atomic
+from trainwell.engine.state.loop_state import rng_state
 
 SEED = 0
 LAYERS = 6

@@ -72,7 +72,7 @@ from _tiny_lm import (
 )
 
 import trainwell
-from trainwell.engine.distributed import resolve_device
+from trainwell.engine.distributed.placement import resolve_device
 
 EAGER = "eager"
 COMPILED = "compiled (compile excluded)"

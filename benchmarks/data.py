@@ -16,7 +16,7 @@ data comes. Three parts, in one run:
    each given the same time. The line ``recommended / best of a full sweep`` divides the
    full sweep's batches/s of the recommended setting by its fastest row's (aim: >= 0.95).
 3. **training**: ``--steps`` optimizer steps of the engine's own step
-   (``trainwell.engine.step.Stepper``) over the engine's training loader
+   (``trainwell.engine.step.stepper.Stepper``) over the engine's training loader
    (``TrainData.build``), once with ``num_workers=0``, once with the recommended setting
    and once with the full sweep's fastest (when it differs), in interleaved rounds
    (median of ``--rounds``). Samples/s counts the steps after the first (worker start-up
@@ -48,12 +48,12 @@ from trainwell.benchdata.render import render
 from trainwell.benchdata.settings import Setting, rate_text, recommend, worker_counts
 from trainwell.benchdata.sources import EngineSource
 from trainwell.benchdata.sweep import SweepResult, sweep
-from trainwell.engine.distributed import Placement
-from trainwell.engine.loaders import LoaderSettings, TrainData
-from trainwell.engine.precision import Precision
-from trainwell.engine.progress import make_console
-from trainwell.engine.step import Stepper
-from trainwell.engine.step_fn import LossStep
+from trainwell.engine.distributed.placement import Placement
+from trainwell.engine.loading.loaders import LoaderSettings, TrainData
+from trainwell.engine.loop.progress import make_console
+from trainwell.engine.step.precision import Precision
+from trainwell.engine.step.step_fn import LossStep
+from trainwell.engine.step.stepper import Stepper
 from trainwell.env import usable_cores
 
 FEATURES, CLASSES = 64, 10

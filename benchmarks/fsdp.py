@@ -5,7 +5,8 @@ What is measured
 A stack of ``--blocks`` linear blocks (``Linear(width, width)`` + GELU; about 50M
 parameters with the defaults), trained with AdamW for a few steps on random data, once
 wrapped in DDP and once sharded with ``fully_shard`` per block and on the root, the way
-``dist.strategy=ddp`` and ``fsdp`` do it (``trainwell/engine/fsdp.py``). Each strategy runs
+``dist.strategy=ddp`` and ``fsdp`` do it (``trainwell/engine/distributed/fsdp.py``). Each strategy
+runs
 in its own 2-process ``torchrun`` launch (gloo on CPU; NCCL on GPUs when there are 2).
 
 - **bytes per rank** of the training state that stays between steps, counted from the
@@ -163,7 +164,7 @@ def write_times(model, optimizer, strategy: str, rank: int) -> dict[str, float]:
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict
 
-    from trainwell.engine.checkpoint import save_atomic
+    from trainwell.engine.checkpointing.checkpoint import save_atomic
 
     times: dict[str, list[float]] = {"gathered_s": [], "sharded_s": []}
     with tempfile.TemporaryDirectory(prefix="trainwell-bench-ckpt-") as tmp:

@@ -11,7 +11,7 @@ train_data=..., step_fn=...)``: fp32, AdamW, a constant learning rate, one epoch
 validation, the doctor off. **plain** uses the engine's defaults; **activation
 checkpointing** adds ``model.activation_checkpointing=true``, with which the engine
 recomputes each block's activations in backward instead of keeping them from the forward
-(``trainwell/engine/compiling.py``: ``checkpoint_activations`` over ``repeated_blocks``,
+(``trainwell/engine/distributed/compiling.py``: ``checkpoint_activations`` over ``repeated_blocks``,
 the children of the largest ``ModuleList``: here the 4 blocks).
 
 **Memory** is measured on the very module each side's first ``fit`` trained (the engine's
@@ -88,7 +88,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
 import trainwell
-from trainwell.engine.distributed import resolve_device
+from trainwell.engine.distributed.placement import resolve_device
 
 PLAIN = "plain"
 CHECKPOINTED = "activation checkpointing"

@@ -6,7 +6,7 @@ What is measured
 Both sides train the same tiny model (``trainwell.models.simple_cnn`` on the 8x8
 scikit-learn digits, training split, input ``(1, 8, 8)``, 10 classes) with the same data
 (a ``TensorDataset``), batch size, optimizer (AdamW with trainwell's two parameter groups,
-built by ``trainwell.engine.optim.build_optimizer`` from the default ``OptimConfig``), loss
+built by ``trainwell.engine.build.optim.build_optimizer`` from the default ``OptimConfig``), loss
 (``nn.CrossEntropyLoss``), precision (fp32) and DataLoader settings (shuffled, incomplete
 batches dropped, ``num_workers=0``), on the CPU, with the same number of intra-op threads.
 
@@ -93,7 +93,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 import trainwell
 from trainwell.data.digits import load_digits_splits
-from trainwell.engine.optim import OptimConfig, build_optimizer
+from trainwell.engine.build.optim import OptimConfig, build_optimizer
 from trainwell.models import mlp, simple_cnn
 
 SEED = 0

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 import trainwell
-from trainwell.engine.progress import make_console
+from trainwell.engine.loop.progress import make_console
 
 
 def one_run(folder: Path, seed: int, ratio: float, epochs: int | None) -> tuple[float, float]:

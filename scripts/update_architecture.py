@@ -25,7 +25,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 DOCS = ("ARCHITECTURE.md", "CONTRIBUTING.md", "tests/README.md")
-# `trainwell/engine/trainer.py:143` (`Trainer.train_step`)
+# `trainwell/engine/loop/trainer.py:143` (`Trainer.train_step`)
 # (the two halves may stand on two lines of a wrapped paragraph)
 REFERENCE = re.compile(
     r"`(?P<path>[\w./-]+\.py):(?P<line>\d+)`(?P<gap>\s+)\(`(?P<symbol>[A-Za-z_][\w.]*)`\)"

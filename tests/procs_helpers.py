@@ -81,7 +81,8 @@ def gone_within(pids: list[int], timeout: float) -> list[int]:
 
 def hold_lock(folder: Path) -> subprocess.Popen:
     """Another process that holds ``folder``'s run lock until killed."""
-    code = ("import sys, time; from pathlib import Path; from trainwell.engine.run_lock import "
+    code = ("import sys, time; from pathlib import Path; from "
+            "trainwell.engine.run_dir.run_lock import "
             "RunLock; lock = RunLock.acquire(Path(sys.argv[1])); print('held', flush=True); "
             "time.sleep(600)")  # fmt: skip
     proc = subprocess.Popen([PY, "-c", code, str(folder)], env=env_for(folder.parent),

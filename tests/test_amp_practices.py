@@ -14,10 +14,10 @@ from torch import nn
 import trainwell
 from tests.conftest import SYNTHETIC
 from trainwell.config import load_config
-from trainwell.engine.amp import keep_fp32, precision_line
-from trainwell.engine.optim import SchedConfig, lr_factor, warmup_length
-from trainwell.engine.progress import make_console
-from trainwell.engine.state import LoopState
+from trainwell.engine.build.optim import SchedConfig, lr_factor, warmup_length
+from trainwell.engine.loop.amp import keep_fp32, precision_line
+from trainwell.engine.loop.progress import make_console
+from trainwell.engine.state.loop_state import LoopState
 from trainwell.errors import UserError
 
 QUIET = make_console(quiet=True)

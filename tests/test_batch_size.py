@@ -12,8 +12,8 @@ import yaml
 from tests.conftest import SYNTHETIC
 from trainwell.commands.batch_size import apply_batch_size
 from trainwell.config import load_config
-from trainwell.engine import batch_search
-from trainwell.engine.batch_search import Trial, find_batch_size
+from trainwell.engine.tools import batch_search
+from trainwell.engine.tools.batch_search import Trial, find_batch_size
 
 
 def test_on_the_cpu_the_choice_follows_the_measured_trials():

@@ -13,8 +13,8 @@ import trainwell
 from tests.conftest import SYNTHETIC
 from trainwell.benchdata.settings import Row, Setting, extras_to_try, recommend, worker_counts
 from trainwell.cli import main
-from trainwell.engine.distributed import Placement
-from trainwell.engine.loaders import LoaderSettings, TrainData
+from trainwell.engine.distributed.placement import Placement
+from trainwell.engine.loading.loaders import LoaderSettings, TrainData
 from trainwell.errors import UserError
 
 ROW_KEYS = {"num_workers", "pin_memory", "persistent_workers", "prefetch_factor",

@@ -13,7 +13,7 @@ import pytest
 
 import trainwell
 from trainwell.benchdata.bench import bench_data
-from trainwell.engine.progress import make_console
+from trainwell.engine.loop.progress import make_console
 
 CODE = "tests.samplers_code"
 TABULAR = ["data.name=synthetic", "data.kwargs.num_samples=256", "data.kwargs.shape=[8]",
@@ -43,7 +43,7 @@ def test_no_model_is_built_without_model(monkeypatch):
         raise AssertionError("bench-data built the model without --model")
 
     monkeypatch.setattr("trainwell.models.build_model", refuse)
-    monkeypatch.setattr("trainwell.engine.parts.build_model", refuse)
+    monkeypatch.setattr("trainwell.engine.build.parts.build_model", refuse)
     cfg = trainwell.load_config(overrides=TABULAR)
     result = bench_data(cfg, seconds=0.5, console=make_console(io.StringIO()), cores=1)
     assert result.model is None and result.sweep.recommended.batches_per_s > 0

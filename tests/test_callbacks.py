@@ -10,8 +10,8 @@ from tests.conftest import SYNTHETIC, read_summary
 from tests.docs_pages import docs_text
 from tests.tasks_code import Recorder
 from trainwell.config import load_config
-from trainwell.engine.callbacks import CallbackError
-from trainwell.engine.checkpoint import load_checkpoint
+from trainwell.engine.checkpointing.checkpoint import load_checkpoint
+from trainwell.engine.state.callbacks import CallbackError
 from trainwell.errors import UserError
 
 QUIET = Console(quiet=True)

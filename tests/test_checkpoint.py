@@ -1,4 +1,5 @@
-"""Tests for trainwell.engine.checkpoint: atomic saves, safe loads, rotation, config."""
+"""Tests for trainwell.engine.checkpointing.checkpoint: atomic saves, safe loads, rotation,
+config."""
 
 from __future__ import annotations
 
@@ -9,8 +10,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from trainwell.engine import checkpoint as ckpt
-from trainwell.engine.checkpoint import CheckpointConfig, load_checkpoint, rotate, save_atomic
+from trainwell.engine.checkpointing import checkpoint as ckpt
+from trainwell.engine.checkpointing.checkpoint import (
+    CheckpointConfig,
+    load_checkpoint,
+    rotate,
+    save_atomic,
+)
 from trainwell.errors import UserError
 
 

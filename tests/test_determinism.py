@@ -8,7 +8,7 @@ import torch
 
 import trainwell
 from tests.conftest import SYNTHETIC
-from trainwell.engine.progress import make_console
+from trainwell.engine.loop.progress import make_console
 
 
 def test_a_run_turns_on_onednn_determinism(tmp_path):

@@ -19,7 +19,7 @@ import trainwell
 from tests import crash_at
 from tests.conftest import REPO, SYNTHETIC, model_csv, read_summary
 from trainwell.config import load_config
-from trainwell.engine.checkpoint import load_checkpoint
+from trainwell.engine.checkpointing.checkpoint import load_checkpoint
 
 pytestmark = pytest.mark.skipif(
     not torch.distributed.is_available(), reason="torch.distributed is not built in"

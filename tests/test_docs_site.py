@@ -25,7 +25,7 @@ def test_the_site_builds_in_strict_mode_without_a_warning(tmp_path):
     api = (tmp_path / "api" / "index.html").read_text()
     for name in ("trainwell.fit", "trainwell.load_config", "trainwell.Config",
                  "trainwell.FitResult", "trainwell.load_model", "trainwell.predict.predict",
-                 "trainwell.engine.callbacks.Context", "trainwell.doctor.watch",
+                 "trainwell.engine.state.callbacks.Context", "trainwell.doctor.watch",
                  "trainwell.doctor.Doctor", "trainwell.doctor.Finding"):  # fmt: skip
         assert f'id="{name}"' in api, f"the API page lacks {name}"
     assert "Train a model as the config says" in api  # fit's docstring, rendered

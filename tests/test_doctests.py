@@ -10,7 +10,9 @@ import pytest
 
 import trainwell.engine
 
-MODULES = sorted(m.name for m in pkgutil.iter_modules(trainwell.engine.__path__))
+# every module of the engine's subpackages too ("loop.trainer", "checkpointing.resume", ...)
+MODULES = sorted(m.name.removeprefix("trainwell.engine.")
+                 for m in pkgutil.walk_packages(trainwell.engine.__path__, "trainwell.engine."))
 
 
 @pytest.mark.parametrize("name", MODULES)

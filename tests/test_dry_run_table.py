@@ -11,7 +11,7 @@ from torch import nn
 
 from tests.test_data_verb import IMBALANCED, user_module
 from trainwell.data.digits import load_digits_splits
-from trainwell.engine.module_table import ModuleOutputs
+from trainwell.engine.tools.module_table import ModuleOutputs
 from trainwell.models import ModelConfig, build_model
 
 

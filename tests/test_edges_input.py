@@ -18,8 +18,8 @@ from trainwell.cli import main
 from trainwell.config import load_config
 from trainwell.data import DataConfig, build_data
 from trainwell.data.synthetic import make_synthetic
-from trainwell.engine.optim import OptimConfig
-from trainwell.engine.train_config import TrainConfig
+from trainwell.engine.build.optim import OptimConfig
+from trainwell.engine.build.train_config import TrainConfig
 from trainwell.errors import UserError
 from trainwell.imports import resolve
 from trainwell.models import ModelConfig, build_model, mlp, simple_cnn

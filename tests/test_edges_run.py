@@ -22,10 +22,10 @@ from torch.utils.data import Dataset, TensorDataset
 import trainwell
 from tests.conftest import REPO, SYNTHETIC, model_csv, read_summary
 from trainwell.config import load_config
-from trainwell.engine import checkpoint as ckpt
-from trainwell.engine.checkpoint import load_checkpoint
-from trainwell.engine.run_files import mark_failed, resume_command
-from trainwell.engine.run_lock import RunLock
+from trainwell.engine.checkpointing import checkpoint as ckpt
+from trainwell.engine.checkpointing.checkpoint import load_checkpoint
+from trainwell.engine.run.run_files import mark_failed, resume_command
+from trainwell.engine.run_dir.run_lock import RunLock
 from trainwell.errors import Diverged, UserError
 
 QUIET = Console(quiet=True)

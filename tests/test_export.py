@@ -9,7 +9,7 @@ from safetensors.torch import load_file, safe_open
 
 import trainwell
 from trainwell.config import load_config
-from trainwell.engine.checkpoint import load_checkpoint
+from trainwell.engine.checkpointing.checkpoint import load_checkpoint
 
 SMALL = [
     "data.name=synthetic",

@@ -8,7 +8,7 @@ import pytest
 
 from tests.conftest import SYNTHETIC, model_csv, run_subprocess
 from tests.test_optim_groups import assert_same
-from trainwell.engine.checkpoint import load_checkpoint
+from trainwell.engine.checkpointing.checkpoint import load_checkpoint
 
 KILL_MODULE = '''
 import os, signal

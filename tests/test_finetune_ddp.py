@@ -14,8 +14,8 @@ import torch
 from torch import nn
 
 from tests.conftest import REPO
-from trainwell.engine.checkpoint import load_checkpoint
-from trainwell.engine.sharded import consolidate
+from trainwell.engine.checkpointing.checkpoint import load_checkpoint
+from trainwell.engine.checkpointing.sharded import consolidate
 
 pytestmark = pytest.mark.skipif(
     not torch.distributed.is_available(), reason="torch.distributed is not built in"

@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from tests.conftest import REPO, read_summary, run_subprocess
-from trainwell.engine.checkpoint import load_checkpoint
+from trainwell.engine.checkpointing.checkpoint import load_checkpoint
 
 PAGE = (REPO / "docs" / "finetuning.md").read_text()
 BLOCKS = re.findall(r"```(\w+)\n(.*?)```", PAGE, flags=re.S)

@@ -17,8 +17,8 @@ import torch
 
 from tests import crash_at
 from tests.conftest import REPO, SYNTHETIC, read_summary
-from trainwell.engine.checkpoint import load_checkpoint
-from trainwell.engine.sharded import consolidate
+from trainwell.engine.checkpointing.checkpoint import load_checkpoint
+from trainwell.engine.checkpointing.sharded import consolidate
 from trainwell.flock import lock_state
 
 pytestmark = pytest.mark.skipif(

@@ -17,10 +17,10 @@ from torch import nn
 
 from tests.conftest import SYNTHETIC, read_summary
 from trainwell.cli import main
-from trainwell.engine import sharded
-from trainwell.engine.checkpoint import load_checkpoint, rotate
-from trainwell.engine.fsdp import shard
-from trainwell.engine.resume import candidates, remove_stale_temporaries
+from trainwell.engine.checkpointing import sharded
+from trainwell.engine.checkpointing.checkpoint import load_checkpoint, rotate
+from trainwell.engine.checkpointing.resume import candidates, remove_stale_temporaries
+from trainwell.engine.distributed.fsdp import shard
 from trainwell.errors import UserError
 
 RUN = [*SYNTHETIC, "model.kwargs.dropout=0.0", "train.precision=fp32", "train.epochs=2",

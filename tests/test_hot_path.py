@@ -11,9 +11,9 @@ from torch import nn
 from torch.utils.data import TensorDataset
 
 import trainwell
-from trainwell.engine.batch import to_device
-from trainwell.engine.loaders import LoaderSettings, eval_loader
-from trainwell.engine.seeding import set_deterministic
+from trainwell.engine.loading.batch import to_device
+from trainwell.engine.loading.loaders import LoaderSettings, eval_loader
+from trainwell.engine.loading.seeding import set_deterministic
 
 LEAN = ["train.precision=fp32", "doctor.enabled=false", "run.device=cpu", "sched.name=constant",
         "train.grad_clip=0", "data.batch_size=16", "train.epochs=1"]  # fmt: skip
@@ -85,7 +85,7 @@ def test_copies_are_non_blocking_from_pinned_memory(monkeypatch):
     monkeypatch.undo()
     assert calls == [True, True]
     # The loaders pin host memory for CUDA (and only there: pinning for the CPU is waste).
-    from trainwell.engine.distributed import Placement
+    from trainwell.engine.distributed.placement import Placement
 
     settings = LoaderSettings(batch_size=4, num_workers=0, pin_memory=True)
     cpu = eval_loader(_data(8), settings, Placement(torch.device("cpu")))

@@ -19,7 +19,7 @@ import trainwell
 from tests import crash_at
 from tests.conftest import REPO, SYNTHETIC, read_summary
 from trainwell.config import load_config, to_dict
-from trainwell.engine.progress import make_console
+from trainwell.engine.loop.progress import make_console
 from trainwell.loggers.mlflow_run import _flatten
 
 pytest.importorskip("tensorboard", reason="CI installs trainwell[tensorboard]")

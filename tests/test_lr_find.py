@@ -12,7 +12,7 @@ from rich.console import Console
 import trainwell
 from tests.conftest import SYNTHETIC
 from trainwell.config import load_config
-from trainwell.engine.lr_find import lr_find, suggest_lr
+from trainwell.engine.tools.lr_find import lr_find, suggest_lr
 
 QUIET = Console(quiet=True)
 

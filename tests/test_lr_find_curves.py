@@ -11,7 +11,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from trainwell.engine.lr_curve import smooth, stop_reason, suggest_lr
+from trainwell.engine.tools.lr_curve import smooth, stop_reason, suggest_lr
 
 
 def run_test(raw: list[float], start: float = 1e-6, end: float = 10.0):

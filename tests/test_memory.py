@@ -10,8 +10,8 @@ import torch
 
 import trainwell
 from tests.conftest import SYNTHETIC
-from trainwell.engine.memory import MemoryLog, live_tensor_bytes, resident_bytes
-from trainwell.engine.progress import make_console
+from trainwell.engine.loop.memory import MemoryLog, live_tensor_bytes, resident_bytes
+from trainwell.engine.loop.progress import make_console
 
 
 def test_live_tensor_bytes_sees_a_new_tensor_once_even_through_views():

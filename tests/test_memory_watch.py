@@ -15,16 +15,16 @@ import torch.nn.functional as F
 import trainwell
 from tests.conftest import SYNTHETIC, read_summary
 from trainwell.config import load_config
-from trainwell.engine import memory as memory_mod
-from trainwell.engine import trainer as trainer_mod
-from trainwell.engine.checkpointer import Checkpointer
-from trainwell.engine.memory_watch import (
+from trainwell.engine.checkpointing.checkpointer import Checkpointer
+from trainwell.engine.loop import memory as memory_mod
+from trainwell.engine.loop import trainer as trainer_mod
+from trainwell.engine.loop.memory_watch import (
     MemoryWatch,
     apply_cuda_alloc_conf,
     holder_of,
     watch_step,
 )
-from trainwell.engine.progress import make_console
+from trainwell.engine.loop.progress import make_console
 
 HERE = "tests.test_memory_watch"
 KEPT: list[torch.Tensor] = []

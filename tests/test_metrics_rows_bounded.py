@@ -12,8 +12,8 @@ import pytest
 
 import trainwell
 from trainwell.config import load_config
-from trainwell.engine.metric_rows import MetricRows
-from trainwell.engine.rundir import RunDir
+from trainwell.engine.run_dir.directory import RunDir
+from trainwell.engine.run_dir.metric_rows import MetricRows
 
 
 def _cfg(run_dir, steps: int, *extra: str):

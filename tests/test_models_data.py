@@ -18,8 +18,8 @@ from torch.utils.data import Subset, TensorDataset
 from trainwell.data import DataConfig, build_data, check_labels, split_off, targets_of
 from trainwell.data.digits import load_digits_splits
 from trainwell.data.synthetic import make_synthetic
-from trainwell.engine.early_stopping import EarlyStopping
-from trainwell.engine.seeding import seed_everything
+from trainwell.engine.loading.seeding import seed_everything
+from trainwell.engine.state.early_stopping import EarlyStopping
 from trainwell.errors import UserError
 from trainwell.models import ModelConfig, build_model, mlp, simple_cnn
 
@@ -500,7 +500,7 @@ def test_early_stopping_patience_zero_never_stops() -> None:
 
 
 def test_early_stopping_state_round_trip(tmp_path: Path) -> None:
-    from trainwell.engine.checkpoint import save_atomic
+    from trainwell.engine.checkpointing.checkpoint import save_atomic
 
     es = EarlyStopping("val/loss", "min", patience=3, min_delta=0.0)
     for v in (1.0, 0.5, 0.7, 0.8):

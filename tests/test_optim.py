@@ -1,4 +1,4 @@
-"""Tests for trainwell.engine.optim: parameter groups, optimizers, lr schedules, configs."""
+"""Tests for trainwell.engine.build.optim: parameter groups, optimizers, lr schedules, configs."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch import nn
 
-from trainwell.engine.optim import (
+from trainwell.engine.build.optim import (
     OptimConfig,
     SchedConfig,
     build_optimizer,

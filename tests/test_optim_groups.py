@@ -15,9 +15,9 @@ from torch.utils.data import TensorDataset
 
 import trainwell
 from trainwell.config import load_config
-from trainwell.engine.checkpoint import load_checkpoint
-from trainwell.engine.optim import OptimConfig, build_optimizer
-from trainwell.engine.param_groups import build_groups
+from trainwell.engine.build.optim import OptimConfig, build_optimizer
+from trainwell.engine.build.param_groups import build_groups
+from trainwell.engine.checkpointing.checkpoint import load_checkpoint
 from trainwell.errors import UserError
 
 QUIET = Console(quiet=True)

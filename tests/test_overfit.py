@@ -13,7 +13,7 @@ from torch.utils.data import Dataset
 import trainwell
 from tests.conftest import SYNTHETIC, read_summary
 from trainwell.config import load_config
-from trainwell.engine.overfit import OverfitResult
+from trainwell.engine.tools.overfit import OverfitResult
 
 CAPABLE = [*SYNTHETIC, "model.kwargs.hidden=[64]", "doctor.overfit_batch=true", "run.dir=run"]
 # Short checks want a brisk lr: at the default 3e-3 a batch takes some 200 steps.

@@ -12,8 +12,8 @@ import subprocess
 import pytest
 
 from tests.procs_helpers import PY, TINY, env_for, hold_lock, start, wait_for
-from trainwell.engine.launch_run_dir import settle_failed_launch
-from trainwell.engine.run_lock import RunLock
+from trainwell.engine.run.launch_run_dir import settle_failed_launch
+from trainwell.engine.run_dir.run_lock import RunLock
 from trainwell.flock import lock_state
 from trainwell.report.runs import list_runs
 

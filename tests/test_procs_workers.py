@@ -87,7 +87,7 @@ PARENT = textwrap.dedent(
 CHILD = textwrap.dedent(
     """
     import time
-    from trainwell.engine.worker_guard import die_with_launcher
+    from trainwell.engine.distributed.worker_guard import die_with_launcher
     die_with_launcher()
     time.sleep(600)
     """

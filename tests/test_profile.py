@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from tests.conftest import SYNTHETIC
-from trainwell.engine.profiling import StepProfiler
+from trainwell.engine.tools.profiling import StepProfiler
 from trainwell.errors import UserError
 
 CPU = torch.device("cpu")
@@ -208,7 +208,7 @@ def test_python_events_are_told_apart_without_is_python_function():
     # tell a module's or a Python function's event from an operator's.
     from types import SimpleNamespace
 
-    from trainwell.engine.profile_ops import _is_python
+    from trainwell.engine.tools.profile_ops import _is_python
 
     assert _is_python(SimpleNamespace(name="nn.Module: Linear_0"))
     assert _is_python(SimpleNamespace(name="train.py(12): step"))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 
 from tests.conftest import SYNTHETIC, run_subprocess
-from trainwell.engine.native_noise import NoiseFilter, drop_noise
+from trainwell.engine.tools.native_noise import NoiseFilter, drop_noise
 
 USDT = "USDT:2026-12-02 01:35:25 25546:25546 SyncActivityProfilerHandler.cpp:52] profiler_start"
 ALLOC = ("[W1202 01:35:25.373935458 CPUAllocator.cpp:245] Memory block of unknown size was "

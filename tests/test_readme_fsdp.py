@@ -8,7 +8,7 @@ import torch
 
 from tests.conftest import read_summary
 from tests.test_readme import run_commands
-from trainwell.engine.checkpoint import load_checkpoint
+from trainwell.engine.checkpointing.checkpoint import load_checkpoint
 
 
 @pytest.mark.skipif(not torch.distributed.is_available(), reason="no torch.distributed")

@@ -9,8 +9,8 @@ import pytest
 
 import trainwell
 from tests.conftest import SYNTHETIC, read_summary
-from trainwell.engine.progress import make_console
-from trainwell.engine.signals import Interrupted
+from trainwell.engine.loop.progress import make_console
+from trainwell.engine.state.signals import Interrupted
 
 QUIET = make_console(quiet=True)
 

@@ -19,9 +19,9 @@ from torch.utils.data import TensorDataset
 import trainwell
 from tests.conftest import REPO, SYNTHETIC, model_csv, read_summary
 from trainwell.config import load_config
-from trainwell.engine.checkpoint import load_checkpoint
-from trainwell.engine.loaders import ResumableSampler
-from trainwell.engine.signals import GracefulStop, Interrupted
+from trainwell.engine.checkpointing.checkpoint import load_checkpoint
+from trainwell.engine.loading.loaders import ResumableSampler
+from trainwell.engine.state.signals import GracefulStop, Interrupted
 from trainwell.errors import UserError
 
 QUIET = Console(quiet=True)

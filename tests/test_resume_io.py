@@ -25,8 +25,8 @@ from tests import io_faults
 from tests.conftest import REPO, SYNTHETIC, read_summary
 from tests.finished_run import finished_run_fixture, run_copy_fixture
 from trainwell.config import load_config
-from trainwell.engine.checkpoint import Unreadable, load_checkpoint, save_atomic
-from trainwell.engine.resume import find
+from trainwell.engine.checkpointing.checkpoint import Unreadable, load_checkpoint, save_atomic
+from trainwell.engine.checkpointing.resume import find
 from trainwell.errors import UserError
 
 QUIET = Console(quiet=True)

@@ -16,7 +16,7 @@ import trainwell
 from tests.conftest import REPO, SYNTHETIC, read_summary
 from tests.finished_run import finished_run_fixture, run_copy_fixture
 from trainwell.config import load_config
-from trainwell.engine.checkpoint import load_checkpoint
+from trainwell.engine.checkpointing.checkpoint import load_checkpoint
 
 RUN = [*SYNTHETIC, "train.epochs=2", "train.log_every=2", "checkpoint.every_steps=5"]
 HEADER = "step,epoch,split,name,value"

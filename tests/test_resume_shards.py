@@ -19,8 +19,8 @@ import torch
 from tests import io_faults
 from tests.conftest import REPO, SYNTHETIC, read_summary
 from trainwell.cli import main
-from trainwell.engine import shard_check, sharded
-from trainwell.engine.checkpoint import Unreadable
+from trainwell.engine.checkpointing import shard_check, sharded
+from trainwell.engine.checkpointing.checkpoint import Unreadable
 
 pytestmark = pytest.mark.skipif(
     not torch.distributed.is_available(), reason="torch.distributed is not built in"

@@ -12,8 +12,8 @@ import torch
 import trainwell
 from tests.conftest import SYNTHETIC, read_summary
 from tests.finished_run import finished_run_fixture, run_copy_fixture
-from trainwell.engine import checkpoint as ckpt
-from trainwell.engine.checkpoint import TooNew, load_checkpoint, save_atomic
+from trainwell.engine.checkpointing import checkpoint as ckpt
+from trainwell.engine.checkpointing.checkpoint import TooNew, load_checkpoint, save_atomic
 
 RUN = [*SYNTHETIC, "train.epochs=1", "checkpoint.every_steps=5"]
 

@@ -80,7 +80,8 @@ def test_a_run_whose_summary_cannot_be_read_is_an_unreadable_run(cli, tmp_path, 
 
 def hold_lock(folder: Path) -> subprocess.Popen:
     """Another process holding ``folder``'s run lock, as a live run does."""
-    code = ("import sys, time; from pathlib import Path; from trainwell.engine.run_lock import "
+    code = ("import sys, time; from pathlib import Path; from "
+            "trainwell.engine.run_dir.run_lock import "
             "RunLock; lock = RunLock.acquire(Path(sys.argv[1])); print('held', flush=True); "
             "time.sleep(120)")  # fmt: skip
     proc = subprocess.Popen([sys.executable, "-c", code, str(folder)], stdout=subprocess.PIPE,

@@ -28,8 +28,8 @@ from torch.utils.data import (
 import trainwell
 from tests.conftest import REPO, read_summary
 from trainwell.config import load_config
-from trainwell.engine.checkpoint import load_checkpoint
-from trainwell.engine.samplers import (
+from trainwell.engine.checkpointing.checkpoint import load_checkpoint
+from trainwell.engine.loading.samplers import (
     ShardedBatchSampler,
     ShardedSampler,
     draw_epoch,

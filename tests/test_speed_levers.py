@@ -14,9 +14,9 @@ from torch.utils.data import TensorDataset
 import trainwell
 from tests.conftest import SYNTHETIC, model_csv, read_summary, run_subprocess
 from trainwell.config import load_config
-from trainwell.engine import compiling
-from trainwell.engine.anatomy import StepClock
-from trainwell.engine.checkpoint import load_checkpoint
+from trainwell.engine.checkpointing.checkpoint import load_checkpoint
+from trainwell.engine.distributed.placement import compiling
+from trainwell.engine.step.anatomy import StepClock
 from trainwell.errors import UserError
 
 QUIET = Console(quiet=True)
@@ -230,10 +230,10 @@ def test_train_profile_writes_a_trace_beside_the_doctor(tmp_path):
 
 
 def test_a_compile_failure_on_a_later_micro_batch_counts_each_sample_once():
-    from trainwell.engine.metrics import MetricSums
-    from trainwell.engine.precision import Precision
-    from trainwell.engine.step import Stepper
-    from trainwell.engine.step_fn import LossStep
+    from trainwell.engine.state.metrics import MetricSums
+    from trainwell.engine.step.precision import Precision
+    from trainwell.engine.step.step_fn import LossStep
+    from trainwell.engine.step.stepper import Stepper
 
     class CompileError(RuntimeError):
         pass

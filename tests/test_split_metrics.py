@@ -18,13 +18,13 @@ import trainwell
 from tests import split_metrics_code as code
 from tests.conftest import read_summary
 from trainwell.config import load_config
-from trainwell.engine.callbacks import CallbackError, Callbacks, Context
-from trainwell.engine.checkpoint import load_checkpoint
-from trainwell.engine.distributed import Placement
-from trainwell.engine.early_stopping import auto_mode
-from trainwell.engine.evaluate import eval_batches, slice_batch
-from trainwell.engine.metric_guard import kept_metric_state
-from trainwell.engine.metric_objects import _in_split_order
+from trainwell.engine.build.metric_guard import kept_metric_state
+from trainwell.engine.build.metric_objects import _in_split_order
+from trainwell.engine.checkpointing.checkpoint import load_checkpoint
+from trainwell.engine.distributed.placement import Placement
+from trainwell.engine.loop.evaluate import eval_batches, slice_batch
+from trainwell.engine.state.callbacks import CallbackError, Callbacks, Context
+from trainwell.engine.state.early_stopping import auto_mode
 from trainwell.errors import UserError
 
 QUIET = Console(quiet=True)

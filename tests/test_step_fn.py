@@ -19,9 +19,9 @@ from tests import tasks_code
 from tests.conftest import read_summary
 from trainwell.config import load_config
 from trainwell.data import check_labels
-from trainwell.engine.batch import describe, sample_count, to_device
-from trainwell.engine.metrics import MetricSums
-from trainwell.engine.step_fn import LossStep, StepError, unpack
+from trainwell.engine.loading.batch import describe, sample_count, to_device
+from trainwell.engine.state.metrics import MetricSums
+from trainwell.engine.step.step_fn import LossStep, StepError, unpack
 from trainwell.errors import UserError
 
 QUIET = Console(quiet=True)

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from tests.conftest import REPO, model_csv, read_summary
-from trainwell.engine.checkpoint import load_checkpoint
+from trainwell.engine.checkpointing.checkpoint import load_checkpoint
 
 CODE = "tests.tasks_code"
 # Dict batches with string ids, a padding collate, two extra metrics (one a ratio).

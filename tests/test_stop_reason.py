@@ -15,7 +15,7 @@ from torch.utils.data import TensorDataset
 
 import trainwell
 from tests.conftest import SYNTHETIC, read_summary, run_subprocess
-from trainwell.engine.step_fn import StepError
+from trainwell.engine.step.step_fn import StepError
 
 
 def fit_lines(overrides, **kw):
@@ -104,7 +104,7 @@ def test_without_validation_best_pt_is_by_the_training_loss(tmp_path):
 def test_no_best_checkpoint_says_the_model_holds_the_last_weights():
     from types import SimpleNamespace
 
-    from trainwell.engine.stop_report import weights_line
+    from trainwell.engine.run.stop_report import weights_line
 
     trainer = SimpleNamespace(loop=SimpleNamespace(best={}, step=40), monitor="val/f1")
     line = weights_line(trainer, "last (step 40)")  # type: ignore[arg-type]

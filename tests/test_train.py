@@ -15,7 +15,7 @@ from torch.utils.data import TensorDataset
 import trainwell
 from tests.conftest import SYNTHETIC, model_csv, read_summary, run_subprocess
 from trainwell.config import load_config
-from trainwell.engine.checkpoint import load_checkpoint
+from trainwell.engine.checkpointing.checkpoint import load_checkpoint
 from trainwell.errors import UserError
 
 
@@ -177,7 +177,7 @@ def test_each_precision_trains(tmp_path, precision):
 
 def test_auto_precision_follows_the_cpu(tmp_path, monkeypatch):
     import trainwell.env as env
-    from trainwell.engine.precision import resolve_precision
+    from trainwell.engine.step.precision import resolve_precision
 
     monkeypatch.setattr(env, "cpu_has_fast_bf16", lambda: False)
     assert resolve_precision("auto", torch.device("cpu")) == "fp32"
@@ -219,7 +219,7 @@ def test_step_checkpoints_rotate(tmp_path):
 def test_full_disk_at_save_fails_cleanly(tmp_path, monkeypatch):
     import errno
 
-    import trainwell.engine.checkpoint as ckpt
+    import trainwell.engine.checkpointing.checkpoint as ckpt
 
     def full(state, path):
         raise OSError(errno.ENOSPC, f"could not write checkpoint {path}: No space left on device")

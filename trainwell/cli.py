@@ -178,7 +178,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UserError as exc:
         if args.debug:
             raise
-        from trainwell.engine.worker_guard import report_error
+        from trainwell.engine.distributed.worker_guard import report_error
 
         if not report_error(str(exc)):  # a worker's goes to its launcher, printed once
             print(f"trainwell: error: {_printable(exc)}", file=sys.stderr)
@@ -229,7 +229,7 @@ def _dispatch(args: argparse.Namespace) -> int:
 
 def _train(args: argparse.Namespace) -> int:
     from trainwell import config as config_mod
-    from trainwell.engine.worker_guard import die_with_launcher
+    from trainwell.engine.distributed.worker_guard import die_with_launcher
 
     die_with_launcher()  # a worker of `--nproc N`: never outlive the launcher
 
@@ -258,7 +258,7 @@ def _overfit_failed(summary: dict) -> bool:
 
 def _lr_find(args: argparse.Namespace) -> int:
     from trainwell import config as config_mod
-    from trainwell.engine.lr_find import lr_find
+    from trainwell.engine.tools.lr_find import lr_find
     from trainwell.outputs import check_output_dir
 
     if args.output:  # before the steps: never into a run's own files, nor over the config
@@ -270,9 +270,9 @@ def _lr_find(args: argparse.Namespace) -> int:
 
 
 def _launch(args: argparse.Namespace, cfg) -> int:
-    from trainwell.engine.launch import LaunchOptions, launch
-    from trainwell.engine.launch_run_dir import claim_run_dir, settle_failed_launch
-    from trainwell.engine.rundir import default_name, new_run_path
+    from trainwell.engine.distributed.launch import LaunchOptions, launch
+    from trainwell.engine.run.launch_run_dir import claim_run_dir, settle_failed_launch
+    from trainwell.engine.run_dir.directory import default_name, new_run_path
 
     opts = LaunchOptions(
         nproc=args.nproc or 1,
@@ -288,7 +288,7 @@ def _launch(args: argparse.Namespace, cfg) -> int:
     worker = ["train", *(["--config", args.config] if args.config else []), *args.overrides]
     if args.dry_run:
         worker.append("--dry-run")
-    from trainwell.engine.run_checks import check_run_config
+    from trainwell.engine.build.run_checks import check_run_config
     from trainwell.loggers import check_extras
 
     # Refused here once, before any worker starts (each would print it, among torchrun's lines).

@@ -31,12 +31,12 @@ from trainwell import config_bulk, config_env, safe_config, trust
 from trainwell._options import check, option
 from trainwell.data import DataConfig
 from trainwell.doctor.config import DoctorConfig
-from trainwell.engine.checkpoint import CheckpointConfig
-from trainwell.engine.distributed import DistConfig
-from trainwell.engine.early_stopping import EarlyStopConfig
-from trainwell.engine.optim import OptimConfig, SchedConfig
-from trainwell.engine.rundir import RunConfig
-from trainwell.engine.train_config import TrainConfig
+from trainwell.engine.build.optim import OptimConfig, SchedConfig
+from trainwell.engine.build.train_config import TrainConfig
+from trainwell.engine.checkpointing.checkpoint import CheckpointConfig
+from trainwell.engine.distributed.placement import DistConfig
+from trainwell.engine.run_dir.directory import RunConfig
+from trainwell.engine.state.early_stopping import EarlyStopConfig
 from trainwell.errors import UserError
 from trainwell.loggers.config import LogConfig
 from trainwell.models import ModelConfig

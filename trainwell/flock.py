@@ -1,6 +1,6 @@
 """Advisory file locks (``flock``): the run lock's primitive, and the probe of a run's life.
 
-A run holds ``RUN/.lock`` (see :mod:`trainwell.engine.run_lock`); the kernel drops the
+A run holds ``RUN/.lock`` (see :mod:`trainwell.engine.run_dir.run_lock`); the kernel drops the
 lock when the holder ends, SIGKILL included. So whether a run is alive is asked of the
 lock (:func:`lock_state`), not of the pid written in the file, which is soon another
 process's. Standard library only: the report and the runs listing use it too.

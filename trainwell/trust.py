@@ -54,9 +54,9 @@ ALLOWED: tuple[str, ...] = (
     "torchmetrics",
     "trainwell.models",
     "trainwell.data",
-    "trainwell.engine.callbacks",
-    "trainwell.engine.samplers",
-    "trainwell.engine.metric_objects",
+    "trainwell.engine.state.callbacks",
+    "trainwell.engine.loading.samplers",
+    "trainwell.engine.build.metric_objects",
 )
 
 # Keyword arguments that make a call load pickles or run code. "on": refused when set

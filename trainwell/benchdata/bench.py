@@ -2,7 +2,7 @@
 
 Example:
     >>> import io, trainwell
-    >>> from trainwell.engine.progress import make_console
+    >>> from trainwell.engine.loop.progress import make_console
     >>> cfg = trainwell.load_config(overrides=["data.name=synthetic", "model.name=mlp"])
     >>> result = bench_data(cfg, seconds=1.0, console=make_console(io.StringIO()), cores=1)
     >>> sorted(result.to_json())
@@ -89,7 +89,7 @@ def bench_data(
         UserError: a bad budget, an unknown or failing ``loader``, a bad config.
     """
     from trainwell.config import Config, load_config
-    from trainwell.engine.progress import make_console
+    from trainwell.engine.loop.progress import make_console
 
     check_seconds(seconds)
     console = console or make_console()
@@ -121,7 +121,7 @@ def _source(cfg: Any, loader: str | None, model: bool) -> tuple[Any, Any, Any]:
     The model is built only with ``model``: measuring the loader alone must not depend
     on a model that fits the data (a text or tabular data set with the default CNN).
     """
-    from trainwell.engine.distributed import Placement, resolve_device
+    from trainwell.engine.distributed.placement import Placement, resolve_device
 
     parts = place = None
     if loader is not None:
@@ -130,7 +130,7 @@ def _source(cfg: Any, loader: str | None, model: bool) -> tuple[Any, Any, Any]:
     if loader is None or model:
         place = Placement(device=resolve_device(cfg.run.device))
     if model:
-        from trainwell.engine.parts import build_parts
+        from trainwell.engine.build.parts import build_parts
 
         parts = build_parts(cfg, place)
     if loader is None:
@@ -145,8 +145,8 @@ def _source(cfg: Any, loader: str | None, model: bool) -> tuple[Any, Any, Any]:
 def _data(cfg: Any) -> tuple[Any, Any]:
     """The training split and the loaders' settings, as ``fit`` builds them, no model."""
     from trainwell.data import build_data
-    from trainwell.engine.loaders import loader_settings
-    from trainwell.engine.seeding import seed_everything
+    from trainwell.engine.loading.loaders import loader_settings
+    from trainwell.engine.loading.seeding import seed_everything
 
     seed_everything(cfg.run.seed)
     # The labels are the model's and the loss's business, not the loader's speed.

@@ -1,7 +1,7 @@
 """How fast the model eats batches, and whether the data or the model sets the pace.
 
 The model's rate is measured as training steps it: the engine's
-:class:`~trainwell.engine.step.Stepper` (forward, loss, backward, clipping, optimizer
+:class:`~trainwell.engine.step.stepper.Stepper` (forward, loss, backward, clipping, optimizer
 step; the precision ``train.precision`` resolves to on this device), over batches held on
 the device already, so no loading is in it. Rates are in the loader's batches (micro-
 batches) per second on both sides, so the two compare directly.
@@ -21,10 +21,10 @@ from typing import Any
 import torch
 
 from trainwell.benchdata.settings import TOLERANCE, rate_text
-from trainwell.engine.batch import to_device
-from trainwell.engine.optim import build_optimizer
-from trainwell.engine.precision import Precision, resolve_precision
-from trainwell.engine.step import Stepper
+from trainwell.engine.build.optim import build_optimizer
+from trainwell.engine.loading.batch import to_device
+from trainwell.engine.step.precision import Precision, resolve_precision
+from trainwell.engine.step.stepper import Stepper
 from trainwell.errors import UserError
 
 # Timed optimizer steps at the least, and the most time they may take past the budget.
@@ -52,7 +52,7 @@ class ModelRate:
 
 def model_rate(cfg: Any, parts: Any, device: torch.device, batches: list[Any],
                seconds: float) -> ModelRate:  # fmt: skip
-    """Train ``parts.model`` (from :func:`~trainwell.engine.parts.build_parts`) on
+    """Train ``parts.model`` (from :func:`~trainwell.engine.build.parts.build_parts`) on
     ``batches`` for about ``seconds`` and return its rate.
 
     The weights change; build the parts for this alone. A batch the model cannot take
@@ -60,8 +60,8 @@ def model_rate(cfg: Any, parts: Any, device: torch.device, batches: list[Any],
 
     Example:
         >>> from trainwell.config import load_config
-        >>> from trainwell.engine.distributed import Placement
-        >>> from trainwell.engine.parts import build_parts
+        >>> from trainwell.engine.distributed.placement import Placement
+        >>> from trainwell.engine.build.parts import build_parts
         >>> cfg = load_config(overrides=["data.name=synthetic", "model.name=mlp"])
         >>> cpu = torch.device("cpu")
         >>> parts = build_parts(cfg, Placement(cpu))

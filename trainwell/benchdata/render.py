@@ -2,7 +2,7 @@
 
 Example:
     >>> import io
-    >>> from trainwell.engine.progress import make_console
+    >>> from trainwell.engine.loop.progress import make_console
     >>> from trainwell.benchdata.settings import Row, rate_text, Setting
     >>> from trainwell.benchdata.sweep import SweepResult
     >>> rows = [Row(Setting(0), 10.0, 0.01), Row(Setting(1), 30.0, 0.2)]

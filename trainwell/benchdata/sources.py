@@ -5,7 +5,7 @@ and shuts its workers down when the stream is closed, so that the next setting m
 does not share the cores with the last one's workers.
 
 - :class:`EngineSource`: the loader ``trainwell train`` builds from the config
-  (:class:`~trainwell.engine.loaders.TrainData`: the same data set, micro-batch size,
+  (:class:`~trainwell.engine.loading.loaders.TrainData`: the same data set, micro-batch size,
   collate and resumable sampler, its epochs seeded as training seeds them).
 - :class:`RebuiltSource`: a ``DataLoader`` someone else built (``--loader``, or a
   ``data.name`` that returns one), rebuilt with each setting: its data set, batching,
@@ -35,8 +35,8 @@ import torch
 from torch.utils.data import DataLoader, IterableDataset
 
 from trainwell.benchdata.settings import Setting
-from trainwell.engine.distributed import Placement
-from trainwell.engine.loaders import LoaderSettings, TrainData
+from trainwell.engine.distributed.placement import Placement
+from trainwell.engine.loading.loaders import LoaderSettings, TrainData
 from trainwell.errors import UserError
 from trainwell.imports import resolve
 

@@ -1,7 +1,7 @@
 """``trainwell batch-size``: the batch size for this device (the largest that fits on CUDA,
 the fastest on the CPU), written back into the config file with ``--apply``.
 
-The search is :func:`trainwell.engine.batch_search.find_batch_size`; this module is the
+The search is :func:`trainwell.engine.tools.batch_search.find_batch_size`; this module is the
 verb and ``--apply``'s edit of the YAML file, which changes the one value and keeps the
 rest of the file (comments, order, style) as it was.
 """
@@ -43,8 +43,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _batch_size(args: argparse.Namespace) -> int:
     from trainwell.config import load_config
-    from trainwell.engine.batch_search import find_batch_size, lr_note
-    from trainwell.engine.progress import make_console
+    from trainwell.engine.loop.progress import make_console
+    from trainwell.engine.tools.batch_search import find_batch_size, lr_note
 
     if args.apply and not args.config:
         raise UserError("batch-size: --apply writes into the config file; give --config FILE")

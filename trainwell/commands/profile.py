@@ -1,10 +1,10 @@
 """``trainwell profile``: ``torch.profiler`` over a few training steps of a config's run.
 
 The run is built as ``trainwell train`` builds it (the engine's
-:func:`~trainwell.engine.parts.build_parts`, loaders, optimizer, schedule, precision and
-:class:`~trainwell.engine.step.Stepper`, so the same seed gives the same model and
+:func:`~trainwell.engine.build.parts.build_parts`, loaders, optimizer, schedule, precision and
+:class:`~trainwell.engine.step.stepper.Stepper`, so the same seed gives the same model and
 batches), then trains ``--warmup`` steps untouched and ``--steps`` steps under a
-:class:`~trainwell.engine.profiling.StepProfiler`. Nothing of the run is kept: no
+:class:`~trainwell.engine.tools.profiling.StepProfiler`. Nothing of the run is kept: no
 checkpoint, no metrics, and ``run.dir`` is never touched; the trace and the operator
 table go to their own folder.
 
@@ -26,8 +26,8 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from trainwell.config import Config
-    from trainwell.engine.loaders import TrainData
-    from trainwell.engine.profiling import OpStat, StepProfiler
+    from trainwell.engine.loading.loaders import TrainData
+    from trainwell.engine.tools.profiling import OpStat, StepProfiler
 
 # A module path deeper than this is shown by its innermost parts (the CSV keeps it whole).
 _SHOWN_MODULES = 2
@@ -69,7 +69,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _profile(args: argparse.Namespace) -> int:
     from trainwell.config import load_config
-    from trainwell.engine.progress import make_console
+    from trainwell.engine.loop.progress import make_console
 
     # Checked before the config is loaded and the data built: a typo costs nothing.
     if args.steps < 1:
@@ -101,7 +101,7 @@ def profile_run(
     console: Console | None = None,
 ) -> StepProfiler:
     """Train ``warmup + steps`` optimizer steps of the config's run, the last ``steps``
-    profiled; returns the closed :class:`~trainwell.engine.profiling.StepProfiler`.
+    profiled; returns the closed :class:`~trainwell.engine.tools.profiling.StepProfiler`.
 
     ``out`` defaults to a new ``runs/<timestamp>-profile-<data>-<model>``, made only
     once there is something to write (bad input leaves no folder).
@@ -113,17 +113,17 @@ def profile_run(
         >>> prof.heaviest(1)[0].name  # doctest: +SKIP
         'aten::addmm'
     """
-    from trainwell.engine.distributed import Placement, resolve_device
-    from trainwell.engine.loaders import TrainData
-    from trainwell.engine.metrics import MetricSums
-    from trainwell.engine.optim import build_optimizer, build_scheduler, steps_per_eval
-    from trainwell.engine.parts import build_parts
-    from trainwell.engine.precision import Precision, resolve_precision
-    from trainwell.engine.preflight import label_checker
-    from trainwell.engine.profiling import StepProfiler
-    from trainwell.engine.progress import make_console
-    from trainwell.engine.rundir import RunConfig, new_run_path
-    from trainwell.engine.step import Stepper
+    from trainwell.engine.build.optim import build_optimizer, build_scheduler, steps_per_eval
+    from trainwell.engine.build.parts import build_parts
+    from trainwell.engine.build.preflight import label_checker
+    from trainwell.engine.distributed.placement import Placement, resolve_device
+    from trainwell.engine.loading.loaders import TrainData
+    from trainwell.engine.loop.progress import make_console
+    from trainwell.engine.run_dir.directory import RunConfig, new_run_path
+    from trainwell.engine.state.metrics import MetricSums
+    from trainwell.engine.step.precision import Precision, resolve_precision
+    from trainwell.engine.step.stepper import Stepper
+    from trainwell.engine.tools.profiling import StepProfiler
 
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:
         raise UserError("profile runs in one process; start it without torchrun or --nproc")
@@ -219,6 +219,6 @@ def _short_module(op: OpStat) -> str:
 
 
 def _viewer() -> str:
-    from trainwell.engine.profiling import VIEWER
+    from trainwell.engine.tools.profiling import VIEWER
 
     return VIEWER

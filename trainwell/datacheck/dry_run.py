@@ -14,7 +14,7 @@ from trainwell.datacheck.report import inspect_splits
 from trainwell.errors import UserError
 
 if TYPE_CHECKING:
-    from trainwell.engine.parts import Parts
+    from trainwell.engine.build.parts import Parts
 
 # A dry run reads at most this many samples per split, within this many seconds in all.
 DRY_RUN_SAMPLES = 2000

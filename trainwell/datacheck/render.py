@@ -20,7 +20,7 @@ from trainwell.datacheck.labels import balance, json_counts, majority
 from trainwell.datacheck.report import DataReport
 from trainwell.datacheck.split import SplitReport
 from trainwell.datacheck.stats import FieldStats
-from trainwell.engine.batch import describe, sample_count
+from trainwell.engine.loading.batch import describe, sample_count
 
 # Label counts shown per line of text, and classes shown at most.
 PER_LINE = 10

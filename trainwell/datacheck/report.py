@@ -30,7 +30,7 @@ from trainwell.datacheck.checks import (
 )
 from trainwell.datacheck.labels import label_warnings
 from trainwell.datacheck.split import SplitReport, read_split
-from trainwell.engine.batch import collate_for
+from trainwell.engine.loading.batch import collate_for
 from trainwell.errors import UserError
 
 MAX_SAMPLES = 10_000

@@ -23,7 +23,7 @@ from trainwell.data import length_of, targets_of
 from trainwell.datacheck.fields import is_class_label, split_fields
 from trainwell.datacheck.labels import count_labels
 from trainwell.datacheck.stats import FieldStats, channel_dim
-from trainwell.engine.loaders import first_samples
+from trainwell.engine.loading.loaders import first_samples
 from trainwell.errors import UserError
 
 # Samples stacked per statistics update, and per slice of a tensor data set.

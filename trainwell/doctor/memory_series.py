@@ -20,7 +20,7 @@ CPU, where PyTorch's allocator keeps no statistics) into its folder; after an
 out-of-memory error on CUDA, ``memory_oom.txt`` holds the summary at the failure.
 
 :class:`ScriptProfile` records a few optimizer steps of the script with
-:class:`~trainwell.engine.profiling.StepProfiler` (the same window, trace and operator
+:class:`~trainwell.engine.tools.profiling.StepProfiler` (the same window, trace and operator
 table) and prints the heaviest operators.
 """
 
@@ -246,7 +246,7 @@ class ScriptProfile:
     """
 
     def __init__(self, out_dir: Path, warmup: int = 3, active: int = 5) -> None:
-        from trainwell.engine.profiling import StepProfiler
+        from trainwell.engine.tools.profiling import StepProfiler
 
         device = "cuda" if torch.cuda.is_available() else "cpu"
         # with_stack off: the profiler's Python tracer and the doctor's wrappers crashed

@@ -14,7 +14,7 @@ class OverfitCheck:
     again in place of every later batch from that loader; the loss of the training
     backward should then fall to near zero. Not a probe that reports a finding: it gives
     a verdict (:meth:`verdict`), with the same rule and words as the engine's
-    ``doctor.overfit_batch`` (:class:`trainwell.engine.overfit.OverfitResult`). The
+    ``doctor.overfit_batch`` (:class:`trainwell.engine.tools.overfit.OverfitResult`). The
     script decides how many steps run: a loss still falling when it ends gets no
     verdict, and how many steps it needs (:func:`steps_needed`)."""
 
@@ -39,7 +39,7 @@ class OverfitCheck:
         when it stopped falling (or falls too slowly to get there within
         ``MAX_STEPS``); else no verdict yet: the loss was still falling when the script
         ended, and the verdict says about how many steps it needs."""
-        from trainwell.engine.overfit import OverfitResult
+        from trainwell.engine.tools.overfit import OverfitResult
 
         losses = self.curve.resolve()
         if self.dataset is None or len(losses) < 2:
@@ -79,7 +79,7 @@ def steps_needed(losses: list[float]) -> int | None:
         >>> steps_needed([2.3, 2.2, 2.1])  # too few to tell
         20
     """
-    from trainwell.engine.overfit import PASS_LOSS, PASS_RATIO
+    from trainwell.engine.tools.overfit import PASS_LOSS, PASS_RATIO
 
     n = len(losses)
     if n < 4:

@@ -1,6 +1,6 @@
 """``fit``: build the parts, resume, open the run, train, test with the best weights, finish.
 
-The loop itself is the :class:`~trainwell.engine.trainer.Trainer`; this module assembles
+The loop itself is the :class:`~trainwell.engine.loop.trainer.Trainer`; this module assembles
 its collaborators from the config and what the caller passed in, and owns the run's
 beginning and end (the run directory, the summary, the final test).
 """
@@ -22,11 +22,18 @@ from trainwell.config import Config, check_warmup, load_config
 from trainwell.doctor.crash import explain as explain_crash
 from trainwell.doctor.findings import render
 from trainwell.doctor.frame import Doctor
-from trainwell.engine.amp import fp32_modules, precision_line
-from trainwell.engine.callbacks import build_callbacks
-from trainwell.engine.checkpointer import Checkpointer, resume_point
-from trainwell.engine.compiling import checkpoint_activations, compile_model
-from trainwell.engine.distributed import (
+from trainwell.engine.build.doctor_data import name_the_data, point_at_data
+from trainwell.engine.build.given_model import attach, record_of
+from trainwell.engine.build.given_optim import optimization
+from trainwell.engine.build.metric_objects import split_metrics
+from trainwell.engine.build.parts import Given, Parts, build_parts
+from trainwell.engine.build.preflight import label_checker
+from trainwell.engine.build.run_checks import check_on_every_rank
+from trainwell.engine.checkpointing.checkpointer import Checkpointer, resume_point
+from trainwell.engine.checkpointing.resume import restore
+from trainwell.engine.distributed.compiling import checkpoint_activations, compile_model
+from trainwell.engine.distributed.fsdp import is_sharded
+from trainwell.engine.distributed.placement import (
     DistConfig,
     Placement,
     barrier,
@@ -35,41 +42,34 @@ from trainwell.engine.distributed import (
     unwrap,
     wrap,
 )
-from trainwell.engine.doctor_data import name_the_data, point_at_data
-from trainwell.engine.dry_run import dry_run_report
-from trainwell.engine.early_stopping import EarlyStopping
-from trainwell.engine.evaluate import Evaluator
-from trainwell.engine.fsdp import is_sharded
-from trainwell.engine.given_model import attach, record_of
-from trainwell.engine.given_optim import optimization
-from trainwell.engine.loaders import TrainData, eval_loader
-from trainwell.engine.memory_watch import apply_cuda_alloc_conf
-from trainwell.engine.metric_objects import split_metrics
-from trainwell.engine.monitor import choose_monitor
-from trainwell.engine.overfit_run import overfit_run
-from trainwell.engine.parts import Given, Parts, build_parts
-from trainwell.engine.precision import Precision, resolve_precision
-from trainwell.engine.preflight import label_checker
-from trainwell.engine.profiling import StepProfiler
-from trainwell.engine.progress import Progress, make_console
-from trainwell.engine.result import FitResult
-from trainwell.engine.resume import restore
-from trainwell.engine.run_checks import check_on_every_rank
-from trainwell.engine.run_files import (
+from trainwell.engine.loading.loaders import TrainData, eval_loader
+from trainwell.engine.loading.seeding import seed_everything
+from trainwell.engine.loop.amp import fp32_modules, precision_line
+from trainwell.engine.loop.evaluate import Evaluator
+from trainwell.engine.loop.memory_watch import apply_cuda_alloc_conf
+from trainwell.engine.loop.monitor import choose_monitor
+from trainwell.engine.loop.progress import Progress, make_console
+from trainwell.engine.loop.trainer import Trainer
+from trainwell.engine.run.result import FitResult
+from trainwell.engine.run.run_files import (
     finish,
     open_loggers,
     open_run_dir,
     resume_command,
     start_summary,
 )
-from trainwell.engine.rundir import new_run_path
-from trainwell.engine.seeding import seed_everything
-from trainwell.engine.signals import GracefulStop, Interrupted, stopped_by_peer
-from trainwell.engine.state import LoopState
-from trainwell.engine.step import Stepper
-from trainwell.engine.step_fn import LossFn, StepFn
-from trainwell.engine.stop_report import annotate
-from trainwell.engine.trainer import Trainer
+from trainwell.engine.run.stop_report import annotate
+from trainwell.engine.run_dir.directory import new_run_path
+from trainwell.engine.state.callbacks import build_callbacks
+from trainwell.engine.state.early_stopping import EarlyStopping
+from trainwell.engine.state.loop_state import LoopState
+from trainwell.engine.state.signals import GracefulStop, Interrupted, stopped_by_peer
+from trainwell.engine.step.precision import Precision, resolve_precision
+from trainwell.engine.step.step_fn import LossFn, StepFn
+from trainwell.engine.step.stepper import Stepper
+from trainwell.engine.tools.dry_run import dry_run_report
+from trainwell.engine.tools.overfit_run import overfit_run
+from trainwell.engine.tools.profiling import StepProfiler
 from trainwell.errors import Diverged, UserError
 from trainwell.loggers import check_extras
 

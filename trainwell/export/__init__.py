@@ -6,7 +6,7 @@ safetensors (the weights alone, read back bit for bit); ``pt`` writes the checkp
 one file (a sharded ``dist.strategy=fsdp`` folder consolidated). The source is a checkpoint file
 or a run directory (its ``best.pt``, else ``last.pt``); the model is rebuilt from the
 checkpoint's own config, or for a ``fit(model=obj)`` run from the class and arguments it
-recorded (:mod:`trainwell.engine.model_record`), and its weights loaded with
+recorded (:mod:`trainwell.engine.build.model_record`), and its weights loaded with
 ``weights_only=True``. :func:`trainwell.load_model` does the same in Python.
 
 Every export is written under a temporary name and renamed only once checked: a failed

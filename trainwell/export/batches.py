@@ -19,7 +19,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, IterableDataset, default_collate
 
-from trainwell.engine.step_fn import is_class_target
+from trainwell.engine.step.step_fn import is_class_target
 from trainwell.errors import UserError
 from trainwell.export.source import RunParts
 

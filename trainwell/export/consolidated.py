@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from trainwell.engine.checkpoint import load_checkpoint, save_atomic
+from trainwell.engine.checkpointing.checkpoint import load_checkpoint, save_atomic
 from trainwell.errors import UserError
 from trainwell.export.files import check_destination, staged
 from trainwell.export.source import read_checkpoint, resolve_checkpoint

@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from trainwell.engine.given_model import CHECKPOINT_KEY
+from trainwell.engine.build.given_model import CHECKPOINT_KEY
 from trainwell.export.batches import (
     Batch,
     _named,

@@ -20,11 +20,11 @@ from torch import nn
 
 from trainwell.config import Config
 from trainwell.data import DataSplits, build_collate, build_data
-from trainwell.engine.batch import collate_for
-from trainwell.engine.checkpoint import load_checkpoint
-from trainwell.engine.parts import Given, build_steps
-from trainwell.engine.sharded import consolidate, is_folder
-from trainwell.engine.step_fn import Steps, ignore_index_of
+from trainwell.engine.build.parts import Given, build_steps
+from trainwell.engine.checkpointing.checkpoint import load_checkpoint
+from trainwell.engine.checkpointing.sharded import consolidate, is_folder
+from trainwell.engine.loading.batch import collate_for
+from trainwell.engine.step.step_fn import Steps, ignore_index_of
 from trainwell.errors import UserError
 from trainwell.models import build_model
 
@@ -175,7 +175,7 @@ def rebuild(path: Path, state: dict[str, Any], model: nn.Module | None = None) -
 
 def given_model(state: dict[str, Any]) -> dict[str, Any] | None:
     """What ``fit(model=obj)`` recorded about the model, if it was passed in."""
-    from trainwell.engine.given_model import CHECKPOINT_KEY
+    from trainwell.engine.build.given_model import CHECKPOINT_KEY
 
     found = state.get(CHECKPOINT_KEY)
     return found if isinstance(found, dict) and "class" in found else None
@@ -184,8 +184,8 @@ def given_model(state: dict[str, Any]) -> dict[str, Any] | None:
 def model_from_record(given: dict[str, Any], path: Path) -> nn.Module:
     """The model a ``fit(model=obj)`` run recorded, or one line saying why there is none
     and the Python way to load it."""
-    from trainwell.engine.given_model import load_hint
-    from trainwell.engine.model_record import rebuild
+    from trainwell.engine.build.given_model import load_hint
+    from trainwell.engine.build.model_record import rebuild
 
     run = _run_of(path)
     if given.get("record") is None:

@@ -19,7 +19,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Protocol, runtime_checkable
 
-from trainwell.engine.signals import foreign
+from trainwell.engine.state.signals import foreign
 
 METHODS = ("log_metrics", "log_config", "log_artifact", "flush", "close")
 

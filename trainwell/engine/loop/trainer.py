@@ -1,0 +1,365 @@
+"""The training loop, read top to bottom: ``train()`` over ``train_step()`` and ``end_of_epoch()``.
+
+::
+
+    for epoch:
+        for optimizer step:
+            train_step: zero grads -> [micro-batch: step function under autocast -> loss /
+                        accum -> backward] -> unscale -> clip -> optimizer step -> scheduler
+            after_step: log every N steps -> callbacks -> step-N checkpoint -> honour a signal
+        end_of_epoch: evaluate -> best checkpoint -> last checkpoint -> early stopping
+
+Metrics stay on the device between log points: ``.item()`` forces a CPU-GPU sync, so it
+runs every ``train.log_every`` steps, not every step.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from torch import nn
+from torch.utils.data import DataLoader
+
+from trainwell.config import Config
+from trainwell.engine.build.optim import steps_per_eval
+from trainwell.engine.build.param_groups import group_lrs
+from trainwell.engine.checkpointing import checkpoint as ckpt
+from trainwell.engine.checkpointing.checkpointer import Checkpointer
+from trainwell.engine.distributed.placement import Placement, any_process, broadcast_object
+from trainwell.engine.loading.loaders import TrainData
+from trainwell.engine.loop.amp import amp_metrics
+from trainwell.engine.loop.evaluate import Evaluator
+from trainwell.engine.loop.memory import MemoryLog
+from trainwell.engine.loop.memory_watch import MemoryWatch, watch_step
+from trainwell.engine.loop.monitor import check_reported
+from trainwell.engine.loop.progress import Progress
+from trainwell.engine.run_dir.directory import RunDir
+from trainwell.engine.state.callbacks import Callbacks, read_only
+from trainwell.engine.state.early_stopping import EarlyStopping
+from trainwell.engine.state.loop_state import LoopState
+from trainwell.engine.state.signals import GracefulStop, Interrupted
+from trainwell.engine.step.anatomy import StepClock
+from trainwell.engine.step.stepper import Stepper
+from trainwell.errors import Diverged, UserError
+from trainwell.loggers import Loggers
+
+
+@dataclass
+class Trainer:
+    """The loop and its collaborators, called at named points in order.
+
+    ``fit`` builds it (:mod:`trainwell.engine.fit`); ``train()`` runs the epochs and
+    returns why it stopped. The loop's state is ``loop`` (counters and running sums),
+    saved with everything else by ``checkpointer``.
+    """
+
+    cfg: Config
+    place: Placement
+    model: nn.Module
+    data: TrainData
+    stepper: Stepper
+    scheduler: Any
+    stopper: EarlyStopping
+    monitor: str
+    loop: LoopState
+    checkpointer: Checkpointer
+    run: RunDir
+    progress: Progress
+    evaluator: Evaluator
+    val_loader: DataLoader | None
+    total_steps: int
+    check_labels: Callable[[Any], None] | None = None
+    stop: GracefulStop = field(default_factory=GracefulStop)
+    callbacks: Callbacks = field(default_factory=Callbacks)
+    loggers: Loggers = field(default_factory=Loggers)
+    train_time: float = 0.0
+    # Seconds of the first compiled step (train.compile), reported apart from step times.
+    compile_s: float | None = None
+    # train.profile: torch.profiler over a few steps (rank 0), then None again.
+    profiler: Any = None
+    # True once train() returned: the final state is in last.pt.
+    done: bool = False
+    # The doctor's findings so far (the memory monitor names a holder among them).
+    findings: Callable[[], list] = list
+    _ddp_checked: bool = field(default=False, repr=False)
+    # The monitor was reported once (or found missing: the run stopped).
+    _monitor_seen: bool = field(default=False, repr=False)
+    _epoch_started: float = field(default=0.0, repr=False)
+    _last_window_loss: float | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        # Decided once, not per step.
+        self._per_eval = steps_per_eval(self.scheduler)
+        # On several processes the ranks must agree on the step to stop at, which takes a
+        # collective (a device sync on CUDA): only at log points, where the loop syncs anyway.
+        self._stop_every = self.cfg.train.log_every if self.place.distributed else 1
+        self._on_step = self.callbacks.has("on_step_end")
+        self.memory = MemoryLog(self.place.device)
+        # The loop owns the step anatomy; the stepper marks its own phases on it.
+        self.clock = self.stepper.clock = StepClock(self.place.device)
+        self.callbacks.writer = self._write_logged  # ctx.log
+        doctor = self.cfg.doctor
+        self.memwatch = MemoryWatch(doctor.memory_growth_mb, doctor.memory_growth_action)
+        self._memory_action: str | None = None
+        self._last_logged: dict[str, float] = {}  # ctx.metrics at on_step_end adds them
+        if self.stepper.precision.scaler is not None:  # fp16: skipped steps, checkpointed
+            self.stepper.amp_skipped = self.loop.amp_skipped
+
+    def train(self, resumed: bool) -> str:
+        """Epochs of optimizer steps until the schedule ends, max_steps or early stopping."""
+        epoch, skip = self._start(resumed)
+        self.stop_if_requested()  # a signal during set-up: stop before the first step
+        self.notify("on_fit_start")
+        while epoch < self.cfg.train.epochs and not self._should_stop():
+            if self.loop.step >= self.total_steps and not skip:
+                break
+            self.loop.start_epoch(epoch, skip)
+            self.model.train()
+            # Labels the data set could not show up front are checked in the first epoch.
+            self.stepper.inspect = self.check_labels if epoch == 0 else None
+            self._epoch_started = started = time.perf_counter()
+            self.clock.restart()  # the evaluation before this epoch is no step's time
+            left = self.total_steps - self.loop.step
+            for micro_batches in itertools.islice(self.data.epoch(epoch, skip), left):
+                self.train_step(micro_batches)
+                self.after_step()
+                if self.callbacks.stop_requested_by or self._memory_action == "stop":
+                    break  # the epoch still ends: evaluation, best, last
+            self.train_time += time.perf_counter() - started
+            self.end_of_epoch(epoch)
+            self.stop_if_requested()
+            epoch, skip = epoch + 1, 0
+        self.done = True
+        if self._memory_action == "stop":
+            return "memory growth: stopped before an out-of-memory (doctor.memory_growth_mb)"
+        if self.callbacks.stop_requested_by:
+            return f"stopped by callback {self.callbacks.stop_requested_by}"
+        if self.stopper.should_stop:
+            return f"early stop: no better {self.monitor} in {self.stopper.patience} evals"
+        max_steps = self.cfg.train.max_steps
+        return "max_steps" if max_steps and self.loop.step >= max_steps else "epochs"
+
+    def train_step(self, micro_batches: list[Any]) -> None:
+        """One optimizer step (the engine's :class:`~trainwell.engine.step.stepper.Stepper`), the
+        scheduler's step, and the counters."""
+        clock = self.clock
+        clock.mark("data")  # since the last step ended: waiting for this batch
+        compiling = self.stepper.eager is not None
+        began = time.perf_counter()
+        self.stepper(micro_batches, self.loop.window, self.loop.optim_window)
+        if compiling:
+            self._report_compile(time.perf_counter() - began)
+        if self.place.distributed and not self._ddp_checked:
+            _check_all_params_got_grads(self.model, self.cfg)
+            self._ddp_checked = True
+        if not self._per_eval:
+            self.scheduler.step()
+        self.loop.step += 1
+        clock.mark("optim")
+        clock.step_done()
+
+    def _report_compile(self, seconds: float) -> None:
+        """One line on the first compiled step: compilation's time, apart from the steps'."""
+        self.compile_s = round(seconds, 3)
+        # After a fallback to eager, the warning said it all.
+        if self.place.is_main and hasattr(self.stepper.net, "_orig_mod"):
+            self.progress.console.print(
+                f"train.compile: compiled in {seconds:.1f}s (the first step; not in the "
+                "step times)", highlight=False,
+            )  # fmt: skip
+
+    def after_step(self) -> None:
+        """Log at log points, tell the callbacks, write step-N checkpoints (with what the
+        callbacks made of this step), honour a signal at this boundary."""
+        step, train = self.loop.step, self.cfg.train
+        if step % train.log_every == 0 or step == self.total_steps:
+            self.log_window()
+        if self._on_step:
+            self.notify("on_step_end")
+        every = self.cfg.checkpoint.every_steps
+        if every and step % every == 0:
+            self.checkpointer.save(self.run, [f"step-{step}.pt"])
+            if self.place.is_main:
+                ckpt.rotate(self.run.checkpoints, self.cfg.checkpoint.keep_last)
+        if self._memory_action == "checkpoint":
+            self.checkpointer.save(self.run, ["last.pt"])
+            self._memory_action = None
+        if step % self._stop_every == 0:
+            self.stop_if_requested()
+        if self.profiler is not None:
+            self.profiler.step()
+            if self.profiler.done:
+                self.end_profile()
+        self.clock.mark("other")
+
+    def end_profile(self) -> None:
+        """Stop ``train.profile``'s profiler (it writes its trace and table) and say where."""
+        if self.profiler is None:
+            return
+        self.profiler.close()
+        for line in self.profiler.summary_lines():
+            self.progress.console.print(line, highlight=False, markup=False)
+        self.profiler = None
+
+    def log_window(self) -> None:
+        """The window's means (its one sync), with the lr, throughput and memory, to the
+        loggers (metrics.csv, the progress display, TensorBoard, MLflow, the user's)."""
+        means = self.loop.window.means(self.place)
+        self.loop.close_window()
+        # The loss first, then the step's own metrics, then the lr (the rows' order is stable).
+        metrics = {f"train/{n}": means[n] for n in sorted(means, key=lambda n: (n != "loss", n))}
+        if not self.loop.optim_window.empty:  # grad_norm, when clipping computes it
+            for name, value in self.loop.optim_window.means(self.place).items():
+                metrics[f"train/{name}"] = value
+            self.loop.optim_window.reset()
+        metrics["train/lr"] = self.stepper.optimizer.param_groups[0]["lr"]
+        metrics.update(amp_metrics(self.stepper.precision.scaler, self.loop.amp_skipped))
+        metrics.update(group_lrs(self.stepper.optimizer))  # train/lr/<name>: optim.groups
+        elapsed = self.train_time + time.perf_counter() - self._epoch_started
+        metrics["train/samples_per_s"] = self.samples / max(elapsed, 1e-9)
+        for name, value in self.clock.window().items():
+            metrics[f"train/{name}"] = value
+        figures = self.memory.sample() if self.place.is_main else {}  # only rank 0 logs
+        metrics.update({f"train/{name}": value for name, value in figures.items()})
+        self._watch_memory(figures)
+        self._last_window_loss = means.get("loss")
+        self._last_logged = metrics
+        self.loggers.log_metrics(self.loop.step, metrics)
+
+    def _watch_memory(self, figures: dict[str, float]) -> None:
+        """The memory monitor's verdict at this log point, the same on every rank."""
+        say = lambda line: self.progress.console.print(  # noqa: E731
+            f"[yellow]warning[/]: {line}", highlight=False, soft_wrap=True)
+        action = watch_step(self.memwatch, self.loop.step, figures, self.findings, say)
+        # Rank 0 samples; all ranks act alike: one collective per log point, and rank 0's
+        # verdict sent only the once it has one.
+        watching = self.place.distributed and self.memwatch.threshold_mb > 0
+        if watching and any_process(action is not None, self.place):
+            action = broadcast_object(action, self.place)
+        self._memory_action = self._memory_action or action
+
+    def end_of_epoch(self, epoch: int) -> None:
+        """Evaluate, keep the best, write last.pt, and let early stopping judge."""
+        loop = self.loop
+        loop.close_window()
+        fresh = {f"train/{k}": v for k, v in loop.epoch_sums.means(self.place).items()}
+        finished = loop.step >= self.total_steps or epoch == self.cfg.train.epochs - 1
+        evaluated = self.val_loader is not None and (
+            (epoch + 1) % self.cfg.train.eval_every == 0 or finished
+        )
+        if evaluated:
+            val = {f"val/{name}": v for name, v in self.evaluator(self.val_loader).items()}
+            fresh.update(val)
+            self.loggers.log_metrics(loop.step, val)
+        loop.metrics.update(fresh)
+        if evaluated:
+            self.callbacks.reserved = fresh  # ctx.log adds names; these are the engine's
+            self.notify("on_eval_end", metrics=read_only(fresh))
+            self.callbacks.reserved = {}
+        fresh.update(self._take_logged())
+        if not self._monitor_seen and (evaluated or self.val_loader is None):
+            check_reported(self.monitor, fresh, self.callbacks)
+            self._monitor_seen = True
+        self.run.flush()
+        # Only a metric computed this epoch counts towards the best and patience.
+        improved = self.monitor in fresh and self.stopper.update(fresh[self.monitor])
+        if improved:
+            loop.best = {"metric": self.monitor, "value": fresh[self.monitor],
+                         "step": loop.step, "epoch": epoch}  # fmt: skip
+        if self._per_eval and self.monitor in fresh:
+            self.scheduler.step(fresh[self.monitor])
+        loop.epoch_done = True
+        names = ["best.pt", "last.pt"] if improved else ["last.pt"]
+        self.checkpointer.save(self.run, names)
+        self.notify("on_checkpoint", checkpoint=tuple(names))
+        self.progress.epoch_line(epoch, self.cfg.train.epochs, loop.step, loop.metrics)
+        self._stop_if_diverged(fresh.get("train/loss"))
+
+    def _stop_if_diverged(self, epoch_loss: float | None) -> None:
+        """A loss NaN/Inf over the epoch and still at its end will not come back."""
+        # The last log window's loss says whether it is still there (no window: the epoch).
+        last = epoch_loss if self._last_window_loss is None else self._last_window_loss
+        if epoch_loss is None or math.isfinite(epoch_loss) or math.isfinite(last):
+            return
+        raise Diverged(
+            f"the training loss became {epoch_loss} and stayed there (diverged by step "
+            f"{self.loop.step}); lower optim.lr, raise sched.warmup_steps, or keep "
+            "train.grad_clip on; `trainwell lr-find` suggests an lr"
+        )
+
+    def _write_logged(self, name: str, value: float) -> None:
+        """``ctx.log``: to every logger at this step, and into the run's metrics."""
+        self.loggers.log_metrics(self.loop.step, {name: value})
+        self.loop.metrics[name] = value
+
+    def _take_logged(self) -> dict[str, float]:
+        """What callbacks logged this epoch; on N processes rank 0's, so that every rank
+        judges the monitor alike (a callback may log on rank 0 only)."""
+        logged = self.callbacks.take_logged()
+        if self.place.distributed and self.callbacks.objects:
+            logged = broadcast_object(logged, self.place)
+            self.loop.metrics.update(logged)
+        return logged
+
+    @property
+    def samples(self) -> int:
+        """Samples trained on by all processes (each rank's share alike)."""
+        return self.stepper.samples * self.place.world_size
+
+    def notify(self, event: str, **extra: Any) -> None:
+        """Call the callbacks' ``event`` methods with the run's context."""
+        if not self.callbacks.has(event):
+            return
+        metrics = self.loop.metrics
+        if event == "on_step_end":  # and the last log point's figures (train/mem/*, ...)
+            metrics = {**metrics, **self._last_logged}
+        context = {
+            "step": self.loop.step,
+            "epoch": self.loop.epoch,
+            "metrics": read_only(metrics),
+            "run_dir": self.run.path if self.place.is_main else None,
+            "model": self.model,
+            "optimizer": self.stepper.optimizer,
+            "loggers": self.loggers.active(),
+            "val_loader": self.val_loader,
+            **extra,
+        }
+        self.callbacks.call(event, **context)
+
+    def _should_stop(self) -> bool:
+        return self.stopper.should_stop or self.callbacks.stop_requested_by is not None
+
+    def _start(self, resumed: bool) -> tuple[int, int]:
+        """The epoch to start in and the optimizer steps of it already taken."""
+        loop = self.loop
+        if not resumed:
+            return 0, 0
+        if loop.epoch_done:
+            return loop.epoch + 1, 0
+        return loop.epoch, loop.steps_into_epoch
+
+    def stop_if_requested(self) -> None:
+        """Stop at this boundary if a signal came, on every rank at the same point (a rank
+        that raises alone would leave the others waiting in a collective)."""
+        if any_process(self.stop.requested, self.place):
+            raise Interrupted(self.stop.signum or signal.SIGTERM)
+
+
+def _check_all_params_got_grads(model: nn.Module, cfg: Config) -> None:
+    # DDP waits for a gradient of every parameter; one that never gets any fails later
+    # with a cryptic "Expected to have finished reduction". Name them instead.
+    if cfg.dist.find_unused_parameters or cfg.dist.strategy != "ddp":
+        return
+    unused = [n for n, p in model.named_parameters() if p.requires_grad and p.grad is None]
+    if unused:
+        shown = ", ".join(unused[:5]) + (f" and {len(unused) - 5} more" if len(unused) > 5 else "")
+        raise UserError(
+            f"parameters that received no gradient under DDP: {shown}; set "
+            "dist.find_unused_parameters=true, or freeze them (requires_grad=False)"
+        )

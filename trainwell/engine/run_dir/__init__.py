@@ -1,0 +1,1 @@
+"""The run directory's files: its layout, the metrics CSV and JSON, and its lock."""
