@@ -101,7 +101,8 @@ def launch_options(args: argparse.Namespace) -> LaunchOptions:
     from trainwell.engine.launch import LaunchOptions
 
     return LaunchOptions(
-        nproc=args.nproc or 1,
+        # Unset is one process per node; 0 is refused by LaunchOptions (it is no count).
+        nproc=1 if args.nproc is None else args.nproc,
         nnodes=args.nnodes,
         node_rank=args.node_rank,
         master_addr=args.master_addr,
