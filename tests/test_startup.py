@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -39,6 +40,43 @@ def test_help_imports_no_torch(args):
     heavy = sorted(m for m in modules if m.split(".")[0] in {"torch", "numpy", "mlflow", "rich"})
     assert not heavy, heavy[:10]
     assert "trainwell.cli" in modules
+
+
+# What a --help may load of trainwell itself: the parser and the verbs' modules (each
+# imports its handler's code inside the handler), nothing of the engine, config or doctor.
+_PARSER_MODULES = {"trainwell", "trainwell.cli", "trainwell.errors", "trainwell.printable",
+                   "trainwell.trust"}  # fmt: skip
+_HEAVY = {"torch", "numpy", "mlflow", "rich", "yaml", "sklearn", "PIL", "matplotlib"}
+
+
+def test_help_loads_only_the_parser_counted_in_sys_modules():
+    # -X importtime does not list modules loaded by importlib.import_module (the verbs'
+    # modules are), so this counts sys.modules after each --help, in one interpreter.
+    code = (
+        "import json, sys\n"
+        "from trainwell.cli import main\n"
+        "seen = {}\n"
+        "for verb in sys.argv[1:]:\n"
+        "    try:\n"
+        "        main([*verb.split(), '--help'])\n"
+        "    except SystemExit as e:\n"
+        "        assert e.code == 0, (verb, e.code)\n"
+        "    seen[verb] = sorted(m for m in sys.modules if m.split('.')[0] in WATCHED)\n"
+        "sys.stdout = sys.__stdout__\n"
+        "print('RESULT' + json.dumps(seen))\n"
+    ).replace("WATCHED", repr(sorted({"trainwell", *_HEAVY})))
+    proc = subprocess.run([sys.executable, "-c", code, "", *_verbs()], cwd=REPO,
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    seen = json.loads(proc.stdout.rsplit("RESULT", 1)[1])
+    assert set(seen) == {"", *_verbs()}
+    for verb, modules in seen.items():
+        heavy = [m for m in modules if m.split(".")[0] in _HEAVY]
+        assert not heavy, (verb, heavy[:10])
+        other = [m for m in modules if m not in _PARSER_MODULES
+                 and not m.startswith("trainwell.commands")]  # fmt: skip
+        assert not other, (verb, other)
+        assert "trainwell.commands.common" in modules
 
 
 def test_the_public_names_load_on_first_use():

@@ -14,10 +14,11 @@ import re
 import tempfile
 from pathlib import Path
 
+from trainwell.commands.common import Subparsers, add_config, add_debug, add_overrides, load_config
 from trainwell.errors import UserError
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: Subparsers) -> None:
     """Add the ``batch-size`` verb."""
     verb = sub.add_parser(
         "batch-size",
@@ -28,7 +29,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "double while samples/s rises; the smallest size within 3%% of the fastest. Nothing "
         "is kept; --apply writes data.batch_size into the --config file.",
     )
-    verb.add_argument("--config", metavar="FILE", help="YAML config file")
+    add_config(verb)
     verb.add_argument("--apply", action="store_true",
                       help="write the size found into --config FILE (data.batch_size)")  # fmt: skip
     verb.add_argument("--max", type=int, default=4096, metavar="N",
@@ -36,13 +37,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     verb.add_argument("--steps", type=int, default=3, metavar="K",
                       help="timed optimizer steps per size at least, after one warm-up "
                       "(default 3; more until half a second is timed)")  # fmt: skip
-    verb.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="")
-    verb.add_argument("overrides", nargs="*", metavar="KEY=VALUE")
+    add_debug(verb)
+    add_overrides(verb)
     verb.set_defaults(handler=_batch_size)
 
 
 def _batch_size(args: argparse.Namespace) -> int:
-    from trainwell.config import load_config
     from trainwell.engine.loop.progress import make_console
     from trainwell.engine.tools.batch_search import find_batch_size, lr_note
 
@@ -50,7 +50,7 @@ def _batch_size(args: argparse.Namespace) -> int:
         raise UserError("batch-size: --apply writes into the config file; give --config FILE")
     if args.apply and not Path(args.config).is_file():
         raise UserError(f"batch-size: --apply: {args.config} is not a file")
-    cfg = load_config(args.config, args.overrides)
+    cfg = load_config(args)
     console = make_console()
     say = lambda line: console.print(line, highlight=False, markup=False)  # noqa: E731
     say(f"trainwell batch-size: {cfg.data.name} / {cfg.model.name}, configured batch "

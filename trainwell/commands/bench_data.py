@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from trainwell.commands.common import Subparsers, add_config, add_debug, add_overrides, load_config
 
-def register(sub: argparse._SubParsersAction) -> None:
+
+def register(sub: Subparsers) -> None:
     """Add the ``bench-data`` verb."""
     bench = sub.add_parser(
         "bench-data",
@@ -18,7 +20,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "5% of the fastest. With --model, also time the config's model on batches held in "
         "memory and say whether the data is the bottleneck.",
     )
-    bench.add_argument("--config", metavar="FILE", help="YAML config file")
+    add_config(bench)
     bench.add_argument(
         "--loader",
         metavar="pkg.module:fn",
@@ -45,8 +47,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="also time the config's model (forward, backward, optimizer) and say whether "
         "data or model is the bottleneck",
     )
-    bench.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="")
-    bench.add_argument("overrides", nargs="*", metavar="KEY=VALUE")
+    add_debug(bench)
+    add_overrides(bench)
     bench.set_defaults(handler=_bench_data)
 
 
@@ -54,7 +56,6 @@ def _bench_data(args: argparse.Namespace) -> int:
     from trainwell.benchdata.apply import apply_setting, check_target
     from trainwell.benchdata.bench import bench_data, write_json
     from trainwell.benchdata.sweep import check_seconds
-    from trainwell.config import load_config
     from trainwell.outputs import check_output
 
     check_seconds(args.seconds)
@@ -67,7 +68,7 @@ def _bench_data(args: argparse.Namespace) -> int:
     if args.apply:  # the config to change: may be --config itself, never a run's record
         check_output(args.apply, "--apply", verb="bench-data")
         check_target(args.apply)
-    cfg = load_config(args.config, args.overrides)
+    cfg = load_config(args)
     result = bench_data(cfg, loader=args.loader, seconds=args.seconds, model=args.model)
     # The config first: if it is refused, no JSON claims a finished run.
     if args.apply:

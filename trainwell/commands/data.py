@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 
+from trainwell.commands.common import Subparsers, add_config, add_debug, add_overrides, load_config
 
-def register(sub: argparse._SubParsersAction) -> None:
+
+def register(sub: Subparsers) -> None:
     """Add the ``data`` verb."""
     data = sub.add_parser(
         "data",
@@ -17,7 +19,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "channel for images), the lengths of variable-length samples and the first batch "
         "after the collate; with --out, a grid of labelled images. Nothing is trained.",
     )
-    data.add_argument("--config", metavar="FILE", help="YAML config file")
+    add_config(data)
     data.add_argument("--json", metavar="PATH", help="also write the report as JSON")
     data.add_argument(
         "--out", metavar="DIR", help="folder for the sample grids (samples_<split>.png)"
@@ -37,8 +39,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="S",
         help="time budget for reading, shared by the splits (default 60)",
     )
-    data.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="")
-    data.add_argument("overrides", nargs="*", metavar="KEY=VALUE")
+    add_debug(data)
+    add_overrides(data)
     data.set_defaults(handler=_data)
 
 
@@ -46,13 +48,12 @@ def _data(args: argparse.Namespace) -> int:
     import json
     from pathlib import Path
 
-    from trainwell.config import load_config
     from trainwell.datacheck.grid import write_grid
     from trainwell.datacheck.render import render, to_json
     from trainwell.datacheck.report import inspect_data
 
     _check_args(args)  # before the data is read: a typo should not cost the reading
-    cfg = load_config(args.config, args.overrides)
+    cfg = load_config(args)
     report = inspect_data(cfg, max_samples=args.max_samples, seconds=args.seconds)
     if args.out:
         out = Path(args.out)

@@ -9,17 +9,19 @@ from __future__ import annotations
 import argparse
 import sys
 
+from trainwell.commands.common import Subparsers, add_debug
+
 TASKS = ("classification", "regression", "language-model")
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: Subparsers) -> None:
     """Add ``new``, ``export`` and ``predict`` to the ``trainwell`` parser."""
     _new(sub)
     _export(sub)
     _predict(sub)
 
 
-def _new(sub: argparse._SubParsersAction) -> None:
+def _new(sub: Subparsers) -> None:
     new = sub.add_parser(
         "new",
         help="start a project that trains and passes its own tests at once",
@@ -30,11 +32,11 @@ def _new(sub: argparse._SubParsersAction) -> None:
     )
     new.add_argument("dir", metavar="DIR")
     new.add_argument("--task", choices=TASKS, default="classification")
-    new.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="")
+    add_debug(new)
     new.set_defaults(handler=_run_new)
 
 
-def _export(sub: argparse._SubParsersAction) -> None:
+def _export(sub: Subparsers) -> None:
     export = sub.add_parser(
         "export",
         help="export a run's model to ONNX, TorchScript or safetensors, checked for parity",
@@ -59,11 +61,11 @@ def _export(sub: argparse._SubParsersAction) -> None:
     export.add_argument(
         "--script", action="store_true", help="TorchScript by torch.jit.script, not trace"
     )
-    export.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="")
+    add_debug(export)
     export.set_defaults(handler=_run_export)
 
 
-def _predict(sub: argparse._SubParsersAction) -> None:
+def _predict(sub: Subparsers) -> None:
     predict = sub.add_parser(
         "predict",
         help="predictions from a run, an ONNX file or a TorchScript file",
@@ -78,7 +80,7 @@ def _predict(sub: argparse._SubParsersAction) -> None:
     predict.add_argument(
         "--batch-size", type=int, default=256, metavar="N", help="samples per forward pass"
     )
-    predict.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="")
+    add_debug(predict)
     predict.set_defaults(handler=_run_predict)
 
 

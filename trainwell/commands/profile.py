@@ -20,6 +20,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from trainwell.commands.common import Subparsers, add_config, add_debug, add_overrides, load_config
 from trainwell.errors import UserError
 
 if TYPE_CHECKING:
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
 _SHOWN_MODULES = 2
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: Subparsers) -> None:
     """Add the ``profile`` verb."""
     profile = sub.add_parser(
         "profile",
@@ -45,7 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "with its module, by self time), and prints the five heaviest. No checkpoint, the "
         "doctor off, and run.dir is never touched.",
     )
-    profile.add_argument("--config", metavar="FILE", help="YAML config file")
+    add_config(profile)
     profile.add_argument(
         "--steps", type=int, default=5, metavar="N", help="optimizer steps profiled (default 5)"
     )
@@ -62,13 +63,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="DIR",
         help="folder for trace.json and profile_ops.csv (default: a new one under runs/)",
     )
-    profile.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="")
-    profile.add_argument("overrides", nargs="*", metavar="KEY=VALUE")
+    add_debug(profile)
+    add_overrides(profile)
     profile.set_defaults(handler=_profile)
 
 
 def _profile(args: argparse.Namespace) -> int:
-    from trainwell.config import load_config
     from trainwell.engine.loop.progress import make_console
 
     # Checked before the config is loaded and the data built: a typo costs nothing.
@@ -81,7 +81,7 @@ def _profile(args: argparse.Namespace) -> int:
 
         check_output_dir(args.out, "--out", ("trace.json", "profile_ops.csv"), verb="profile",
                          inputs=[(args.config, "the config being read")])  # fmt: skip
-    cfg = load_config(args.config, args.overrides)
+    cfg = load_config(args)
     console = make_console()
     if not console.is_terminal:
         # Logs and pipes have no width: rich would squeeze the table into 80 columns.

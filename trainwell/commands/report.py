@@ -6,10 +6,11 @@ import argparse
 import json
 from pathlib import Path
 
+from trainwell.commands.common import Subparsers
 from trainwell.printable import printable
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: Subparsers) -> None:
     """Add the ``report`` and ``runs`` verbs."""
     report = sub.add_parser(
         "report",
