@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,10 +20,9 @@ from torch import nn
 from torch.utils.data import DataLoader
 
 from trainwell.config import Config, check_warmup, load_config
-from trainwell.doctor.crash import explain as explain_crash
 from trainwell.doctor.findings import render
 from trainwell.doctor.frame import Doctor
-from trainwell.engine.build.doctor_data import name_the_data, point_at_data
+from trainwell.engine.build.doctor_data import point_at_data
 from trainwell.engine.build.given_model import attach, record_of
 from trainwell.engine.build.given_optim import optimization
 from trainwell.engine.build.metric_objects import split_metrics
@@ -45,17 +45,18 @@ from trainwell.engine.distributed.placement import (
 from trainwell.engine.loading.loaders import TrainData, eval_loader
 from trainwell.engine.loading.seeding import seed_everything
 from trainwell.engine.loop.amp import fp32_modules, precision_line
+from trainwell.engine.loop.assembly import Assembly
 from trainwell.engine.loop.evaluate import Evaluator
 from trainwell.engine.loop.memory_watch import apply_cuda_alloc_conf
 from trainwell.engine.loop.monitor import choose_monitor
 from trainwell.engine.loop.progress import Progress, make_console
 from trainwell.engine.loop.trainer import Trainer
+from trainwell.engine.run.failure import end_failed
 from trainwell.engine.run.result import FitResult
 from trainwell.engine.run.run_files import (
     finish,
     open_loggers,
     open_run_dir,
-    resume_command,
     start_summary,
 )
 from trainwell.engine.run.stop_report import annotate
@@ -63,14 +64,15 @@ from trainwell.engine.run_dir.directory import new_run_path
 from trainwell.engine.state.callbacks import build_callbacks
 from trainwell.engine.state.early_stopping import EarlyStopping
 from trainwell.engine.state.loop_state import LoopState
-from trainwell.engine.state.signals import GracefulStop, Interrupted, stopped_by_peer
+from trainwell.engine.state.signals import GracefulStop
+from trainwell.engine.step.anatomy import StepClock
 from trainwell.engine.step.precision import Precision, resolve_precision
 from trainwell.engine.step.step_fn import LossFn, StepFn
 from trainwell.engine.step.stepper import Stepper
 from trainwell.engine.tools.dry_run import dry_run_report
 from trainwell.engine.tools.overfit_run import overfit_run
 from trainwell.engine.tools.profiling import StepProfiler
-from trainwell.errors import Diverged, UserError
+from trainwell.errors import UserError
 from trainwell.loggers import check_extras
 
 
@@ -186,7 +188,8 @@ def _fit(s: _Session, dry_run: bool) -> FitResult:
                         f"backward ({', '.join(blocks[:4])}{', ...' if len(blocks) > 4 else ''})",
                         highlight=False)  # fmt: skip
     if cfg.model.channels_last:
-        parts.model.to(memory_format=torch.channels_last)  # 4-D (conv) weights; others stay
+        # 4-D (conv) weights; others stay. torch's stubs lack Module.to's memory_format.
+        parts.model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
     # DDP on several processes, or FSDP; `model` stays the raw module whose state is saved.
     precision = resolve_precision(cfg.train.precision, place.device)
     fp32_modules(parts.model, cfg.train.fp32_modules, precision, place.device, s.console.print)
@@ -202,13 +205,13 @@ def _fit(s: _Session, dry_run: bool) -> FitResult:
         if s.resume is not None:
             raise UserError("doctor.overfit_batch=true is a fresh check; it does not resume a run")
         return overfit_run(cfg, place, net, parts, data, s.console, s.doc)
-    trainer = _assemble(s, parts, net, data, precision)
-    attach(record, trainer.checkpointer.extra, None if dry_run else s.console)
+    plan = _assemble(s, parts, net, data, precision)
+    attach(record, plan.checkpointer.extra, None if dry_run else s.console)
     if dry_run:
-        dry_run_report(s.console, cfg, parts, trainer)
-        return FitResult(run_dir=None, metrics={}, model=trainer.model)
+        dry_run_report(s.console, cfg, parts, plan)
+        return FitResult(run_dir=None, metrics={}, model=plan.model)
     _notes(s, data)
-    return _train(s, parts, trainer)
+    return _train(s, parts, plan)
 
 
 def _total_steps(cfg: Config, data: TrainData) -> int:
@@ -226,8 +229,8 @@ def _total_steps(cfg: Config, data: TrainData) -> int:
 
 def _assemble(
     s: _Session, parts: Parts, net: nn.Module, data: TrainData, precision_name: str
-) -> Trainer:
-    """The Trainer and its collaborators; nothing written yet (a dry run stops after)."""
+) -> Assembly:
+    """The Trainer's collaborators; nothing written yet (a dry run stops after)."""
     cfg, place = s.cfg, s.place
     model = unwrap(net)
     total_steps = _total_steps(cfg, data)
@@ -244,16 +247,22 @@ def _assemble(
     eager = None
     if cfg.train.compile:
         eager, net = net, compile_model(net, cfg.train.compile_mode)
+    # The loop owns the step anatomy and the fp16 skipped-step counter (checkpointed);
+    # the stepper marks its phases on the one and counts into the other.
+    clock = StepClock(place.device)
+    skipped = loop.amp_skipped if precision.scaler is not None else None
     stepper = Stepper(net, parts.steps.train, optimizer, precision, cfg.train.grad_clip,
-                      place.device, eager=eager, channels_last=cfg.model.channels_last,
+                      place.device, clock=clock, eager=eager, amp_skipped=skipped,
+                      channels_last=cfg.model.channels_last,
                       on_compile_failure=lambda line: s.console.print(
                           f"[yellow]warning[/]: {line}", highlight=False))  # fmt: skip
-    return Trainer(
+    return Assembly(
         cfg=cfg,
         place=place,
         model=model,
         data=data,
         stepper=stepper,
+        clock=clock,
         scheduler=scheduler,
         stopper=stopper,
         monitor=monitor,
@@ -261,8 +270,6 @@ def _assemble(
         checkpointer=Checkpointer(
             cfg, place, model, optimizer, scheduler, precision, stopper, loop, callbacks
         ),  # fmt: skip
-        run=None,  # type: ignore[arg-type]  # opened by _train, after the resume point
-        progress=None,  # type: ignore[arg-type]
         evaluator=Evaluator(model, parts.steps.eval, precision, place, metrics=objects,
                             lockstep=place.distributed and is_sharded(model)),  # fmt: skip
         val_loader=eval_loader(parts.splits.val, parts.loaders, place),
@@ -270,8 +277,15 @@ def _assemble(
         check_labels=label_checker(parts.task, parts.splits.train),
         stop=s.stop,
         callbacks=callbacks,
-        findings=(lambda: s.doc.findings) if s.doc is not None else list,
+        findings=_findings(s.doc),
     )
+
+
+def _findings(doc: Doctor | None) -> Callable[[], list]:
+    """The doctor's findings so far, read when asked (none without the doctor)."""
+    if doc is None:
+        return list
+    return lambda: doc.findings
 
 
 def _notes(s: _Session, data: TrainData) -> None:
@@ -283,46 +297,49 @@ def _notes(s: _Session, data: TrainData) -> None:
         say(line, soft_wrap=True)
 
 
-def _train(s: _Session, parts: Parts, trainer: Trainer) -> FitResult:
+def _train(s: _Session, parts: Parts, plan: Assembly) -> FitResult:
     cfg, place, console = s.cfg, s.place, s.console
     point_at_data(s.doc, cfg.data.name, parts.splits.train)
     resumed = resume_point(cfg, s.resume, lambda m: console.print(m, markup=False, soft_wrap=True))
     run_path = new_run_path(cfg.run, cfg.run.name or parts.name)
     if resumed is not None and not cfg.run.dir and resumed[0].parent.name == "checkpoints":
         run_path = resumed[0].parent.parent  # --resume PATH continues PATH's own run
-    ckpt = trainer.checkpointer
+    ckpt = plan.checkpointer
     if resumed is not None:
         restore(ckpt, *resumed, say=lambda m: s.console.print(m, highlight=False))
     # A signal during set-up stops here, before anything is written.
-    trainer.stop_if_requested()
-    trainer.run = run = open_run_dir(cfg, run_path, s.resume, resumed, place)
+    plan.stop_if_requested()
+    run = open_run_dir(cfg, run_path, s.resume, resumed, place)
     if resumed is not None:  # said once the run is ours: the lock may refuse it
-        console.print(f"resuming from {resumed[0]} at step {trainer.loop.step}", highlight=False)
+        console.print(f"resuming from {resumed[0]} at step {plan.loop.step}", highlight=False)
     for note in run.notes:
         console.print(f"warning: {note}", markup=False, highlight=False, soft_wrap=True)
-    summary = start_summary(trainer, resumed[0] if resumed else None)
+    summary = start_summary(plan, resumed[0] if resumed else None)
     run.write_summary(summary)
     console.print(
-        f"[bold]trainwell[/] run [cyan]{run.path}[/]: {_plan(cfg, trainer)}, "
-        f"{trainer.stepper.precision.name} on {place.device}",
+        f"[bold]trainwell[/] run [cyan]{run.path}[/]: {_plan(cfg, plan)}, "
+        f"{plan.stepper.precision.name} on {place.device}",
         highlight=False,
     )
-    console.print(precision_line(cfg.train.precision, trainer.stepper.precision.name,
+    console.print(precision_line(cfg.train.precision, plan.stepper.precision.name,
                                  place.device), highlight=False, markup=False)  # fmt: skip
     if resumed is not None:
         # Last of all: set-up above must not shift the random streams the run continues.
         ckpt.restore_rng(resumed[1])
-    trainer.progress = Progress(
-        console, trainer.total_steps, trainer.loop.step, epoch=lambda: trainer.loop.epoch
-    )
+    progress = Progress(console, plan.total_steps, plan.loop.step, epoch=lambda: plan.loop.epoch)
+    # A logger that cannot start ends the run as failed, below: the Trainer is whole first.
+    loggers, logger_error = open_loggers(
+        cfg, place, run, progress, plan.loop, resumed,
+        lambda m: console.print(m, markup=False, highlight=False),
+    )  # fmt: skip
+    profiler = None
+    if cfg.train.profile and place.is_main and logger_error is None:
+        profiler = StepProfiler(run.path, device=place.device, with_stack=s.doc is None)
+    trainer = Trainer.start(plan, run=run, progress=progress, loggers=loggers, profiler=profiler)
     started = time.time()
     try:
-        trainer.loggers = trainer.checkpointer.loggers = open_loggers(
-            trainer, resumed, lambda m: console.print(m, markup=False, highlight=False)
-        )
-        if cfg.train.profile and place.is_main:
-            trainer.profiler = StepProfiler(run.path, device=place.device,
-                                            with_stack=s.doc is None)  # fmt: skip
+        if logger_error is not None:
+            raise UserError(logger_error)
         summary["stop_reason"] = trainer.train(resumed is not None)
         trainer.end_profile()  # a run shorter than the profiler's window
         trainer.progress.close()
@@ -333,7 +350,7 @@ def _train(s: _Session, parts: Parts, trainer: Trainer) -> FitResult:
         # A signal during the test: the run ends interrupted, and its resume tests again.
         trainer.stop_if_requested()
     except BaseException as exc:
-        _fail(s, trainer, summary, started, exc)
+        end_failed(trainer, summary, started, exc, console=s.console, stop=s.stop, doc=s.doc)
         raise
     finish(run, summary, "completed", trainer, started, s.doc)
     shown = ", ".join(f"{k} {v:.4f}" for k, v in trainer.loop.metrics.items())
@@ -352,44 +369,9 @@ def _test(trainer: Trainer, test: DataLoader | None) -> None:
     trainer.loggers.log_metrics(trainer.loop.step, metrics)
 
 
-def _plan(cfg: Config, trainer: Trainer) -> str:
+def _plan(cfg: Config, trainer: Assembly) -> str:
     data = trainer.data
     epochs = f"{cfg.train.epochs} epochs x {data.steps_per_epoch} steps"
     if data.steps_per_epoch is None:
         epochs = f"{trainer.total_steps} steps"
     return f"{epochs}, {data.batch_plan(cfg.data.batch_size, trainer.place.world_size)}"
-
-
-def _fail(
-    s: _Session, trainer: Trainer, summary: dict[str, Any], started: float, exc: BaseException
-) -> None:
-    """Leave the run directory telling the truth: interrupted (resumable) or failed."""
-    trainer.progress.close()
-    exc = stopped_by_peer(exc, s.stop)  # a collective that broke while stopping: the stop
-    run = trainer.run
-    if isinstance(exc, KeyboardInterrupt):
-        if isinstance(exc, Interrupted) and not exc.abort and not trainer.done:
-            # Raised at a step boundary: this state resumes exactly. An abort (a second
-            # signal) or a bare Ctrl-C may have come mid-step: keep the last checkpoint.
-            # After training, last.pt already holds the final state (and the model now
-            # holds the best weights, which must not go into it).
-            trainer.checkpointer.save(run, ["last.pt"])
-        with contextlib.suppress(UserError):  # the signal is the news, not a full disk
-            finish(run, summary, "interrupted", trainer, started, s.doc)
-        s.console.print(
-            f"[yellow]interrupted[/] at step {trainer.loop.step}; resume with:\n  "
-            f"{resume_command(s.cfg, run.path)}",
-            highlight=False,
-        )
-        exc.reported = True  # type: ignore[attr-defined]  # the CLI adds no line of its own
-        return
-    name_the_data(exc, s.doc)  # NaN in the data: the message names it, not the lr
-    summary["error"] = f"{type(exc).__name__}: {exc}"
-    if isinstance(exc, Diverged):
-        summary["stop_reason"] = "diverged"
-    if s.doc is not None:
-        explain_crash(s.doc, exc)
-    # The error that stopped the run is the one to report; one more from writing its end
-    # (the same full disk) would only hide it.
-    with contextlib.suppress(UserError):
-        finish(run, summary, "failed", trainer, started, s.doc)

@@ -50,7 +50,7 @@ class Checkpointer:
     Example (the full cycle is in ``tests/test_resume.py``)::
 
         ckpt = Checkpointer(cfg, place, model, optimizer, scheduler, precision, stopper, loop)
-        ckpt.save(run, ["last.pt"])
+        ckpt.save(run, loggers, ["last.pt"])
         ckpt.load_state_dict(load_checkpoint(run.checkpoints / "last.pt"))
     """
 
@@ -63,8 +63,6 @@ class Checkpointer:
     stopper: EarlyStopping
     loop: LoopState
     callbacks: Callbacks = field(default_factory=Callbacks)
-    # Set once the run directory is open (the loggers write into it).
-    loggers: Loggers = field(default_factory=Loggers)
     # More entries for every checkpoint (fit(model=obj)'s model_record).
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -75,15 +73,15 @@ class Checkpointer:
         # can move between 1 and N processes.
         self.sharded = self.cfg.dist.strategy == "fsdp"
 
-    def state_dict(self) -> dict[str, Any]:
-        state = self.loop_state_dict()
+    def state_dict(self, loggers: Loggers) -> dict[str, Any]:
+        state = self.loop_state_dict(loggers)
         state["model"] = self.model.state_dict()
         state["optimizer"] = self.optimizer.state_dict()
         return state
 
-    def loop_state_dict(self) -> dict[str, Any]:
+    def loop_state_dict(self, loggers: Loggers) -> dict[str, Any]:
         """Everything but the model's and the optimizer's state (a sharded checkpoint's
-        ``state.pt``)."""
+        ``state.pt``); ``loggers`` give theirs (a resumed run continues their logs)."""
         scaler = self.precision.scaler
         loop = self.loop
         return {
@@ -105,7 +103,7 @@ class Checkpointer:
             "loop": loop.state_dict(),
             "early_stop": self.stopper.state_dict(),
             "callbacks": self.callbacks.state_dict(),
-            "loggers": self.loggers.state_dict(),
+            "loggers": loggers.state_dict(),
             "best": dict(loop.best),
             "metrics": dict(loop.metrics),
             "rng": rng_state(),
@@ -204,7 +202,7 @@ class Checkpointer:
         ok = len(per_rank) == self.place.world_size
         restore_rng(per_rank[self.place.rank] if ok else state["rng"])
 
-    def save(self, run: RunDir, names: list[str]) -> None:
+    def save(self, run: RunDir, loggers: Loggers, names: list[str]) -> None:
         """Write checkpoints from rank 0 while the other ranks wait for the outcome.
 
         Every rank's RNG state and running sums go in (exact resume on N processes). A
@@ -218,13 +216,13 @@ class Checkpointer:
             loops = gather_objects(self.loop.state_dict(), place)
         state = None
         if place.is_main:
-            state = self.loop_state_dict() if self.sharded else self.state_dict()
+            state = self.loop_state_dict(loggers) if self.sharded else self.state_dict(loggers)
             # How many metric rows belong to this state: a resume drops the rest. They are
             # on disk before the checkpoint that counts them.
             run.flush()
             state["log_rows"] = len(run.rows)
             # What the loggers were given up to here is stored before the checkpoint is.
-            self.loggers.flush()
+            loggers.flush()
             if rngs is not None:
                 state["rng_per_rank"] = rngs
                 state["loop_per_rank"] = loops

@@ -17,81 +17,70 @@ from __future__ import annotations
 
 import itertools
 import math
-import signal
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from torch import nn
-from torch.utils.data import DataLoader
 
 from trainwell.config import Config
 from trainwell.engine.build.optim import steps_per_eval
 from trainwell.engine.build.param_groups import group_lrs
 from trainwell.engine.checkpointing import checkpoint as ckpt
-from trainwell.engine.checkpointing.checkpointer import Checkpointer
-from trainwell.engine.distributed.placement import Placement, any_process, broadcast_object
-from trainwell.engine.loading.loaders import TrainData
+from trainwell.engine.distributed.placement import any_process, broadcast_object
 from trainwell.engine.loop.amp import amp_metrics
-from trainwell.engine.loop.evaluate import Evaluator
+from trainwell.engine.loop.assembly import Assembly, StepsProfiler
 from trainwell.engine.loop.memory import MemoryLog
 from trainwell.engine.loop.memory_watch import MemoryWatch, watch_step
 from trainwell.engine.loop.monitor import check_reported
 from trainwell.engine.loop.progress import Progress
 from trainwell.engine.run_dir.directory import RunDir
-from trainwell.engine.state.callbacks import Callbacks, read_only
-from trainwell.engine.state.early_stopping import EarlyStopping
-from trainwell.engine.state.loop_state import LoopState
-from trainwell.engine.state.signals import GracefulStop, Interrupted
-from trainwell.engine.step.anatomy import StepClock
-from trainwell.engine.step.stepper import Stepper
+from trainwell.engine.state.callbacks import read_only
 from trainwell.errors import Diverged, UserError
 from trainwell.loggers import Loggers
 
 
-@dataclass
-class Trainer:
+@dataclass(kw_only=True)
+class Trainer(Assembly):
     """The loop and its collaborators, called at named points in order.
 
-    ``fit`` builds it (:mod:`trainwell.engine.fit`); ``train()`` runs the epochs and
-    returns why it stopped. The loop's state is ``loop`` (counters and running sums),
-    saved with everything else by ``checkpointer``.
+    ``fit`` builds it whole (:mod:`trainwell.engine.fit`) with :meth:`start`, from the
+    :class:`~trainwell.engine.loop.assembly.Assembly` and what the open run directory
+    brings; ``train()`` runs the epochs and returns why it stopped. The loop's state is
+    ``loop`` (counters and running sums), saved with everything else by ``checkpointer``.
+    (A dataclass extending the Assembly's fields, not a second copy of them: the loop
+    reads ``self.model``, ``self.loop``... as it always did.)
     """
 
-    cfg: Config
-    place: Placement
-    model: nn.Module
-    data: TrainData
-    stepper: Stepper
-    scheduler: Any
-    stopper: EarlyStopping
-    monitor: str
-    loop: LoopState
-    checkpointer: Checkpointer
     run: RunDir
     progress: Progress
-    evaluator: Evaluator
-    val_loader: DataLoader | None
-    total_steps: int
-    check_labels: Callable[[Any], None] | None = None
-    stop: GracefulStop = field(default_factory=GracefulStop)
-    callbacks: Callbacks = field(default_factory=Callbacks)
-    loggers: Loggers = field(default_factory=Loggers)
+    loggers: Loggers
+    # train.profile: torch.profiler over a few steps (rank 0), then None again.
+    profiler: StepsProfiler | None = None
     train_time: float = 0.0
     # Seconds of the first compiled step (train.compile), reported apart from step times.
     compile_s: float | None = None
-    # train.profile: torch.profiler over a few steps (rank 0), then None again.
-    profiler: Any = None
     # True once train() returned: the final state is in last.pt.
     done: bool = False
-    # The doctor's findings so far (the memory monitor names a holder among them).
-    findings: Callable[[], list] = list
     _ddp_checked: bool = field(default=False, repr=False)
     # The monitor was reported once (or found missing: the run stopped).
     _monitor_seen: bool = field(default=False, repr=False)
     _epoch_started: float = field(default=0.0, repr=False)
     _last_window_loss: float | None = field(default=None, repr=False)
+
+    @classmethod
+    def start(
+        cls,
+        plan: Assembly,
+        *,
+        run: RunDir,
+        progress: Progress,
+        loggers: Loggers,
+        profiler: StepsProfiler | None = None,
+    ) -> Trainer:
+        """The Trainer of ``plan``, writing into ``run``."""
+        return cls(**plan.parts(), run=run, progress=progress, loggers=loggers,
+                   profiler=profiler)  # fmt: skip
 
     def __post_init__(self) -> None:
         # Decided once, not per step.
@@ -101,15 +90,11 @@ class Trainer:
         self._stop_every = self.cfg.train.log_every if self.place.distributed else 1
         self._on_step = self.callbacks.has("on_step_end")
         self.memory = MemoryLog(self.place.device)
-        # The loop owns the step anatomy; the stepper marks its own phases on it.
-        self.clock = self.stepper.clock = StepClock(self.place.device)
         self.callbacks.writer = self._write_logged  # ctx.log
         doctor = self.cfg.doctor
         self.memwatch = MemoryWatch(doctor.memory_growth_mb, doctor.memory_growth_action)
         self._memory_action: str | None = None
         self._last_logged: dict[str, float] = {}  # ctx.metrics at on_step_end adds them
-        if self.stepper.precision.scaler is not None:  # fp16: skipped steps, checkpointed
-            self.stepper.amp_skipped = self.loop.amp_skipped
 
     def train(self, resumed: bool) -> str:
         """Epochs of optimizer steps until the schedule ends, max_steps or early stopping."""
@@ -122,7 +107,7 @@ class Trainer:
             self.loop.start_epoch(epoch, skip)
             self.model.train()
             # Labels the data set could not show up front are checked in the first epoch.
-            self.stepper.inspect = self.check_labels if epoch == 0 else None
+            self.stepper.inspect_epoch(self.check_labels, epoch)
             self._epoch_started = started = time.perf_counter()
             self.clock.restart()  # the evaluation before this epoch is no step's time
             left = self.total_steps - self.loop.step
@@ -184,11 +169,11 @@ class Trainer:
             self.notify("on_step_end")
         every = self.cfg.checkpoint.every_steps
         if every and step % every == 0:
-            self.checkpointer.save(self.run, [f"step-{step}.pt"])
+            self.checkpointer.save(self.run, self.loggers, [f"step-{step}.pt"])
             if self.place.is_main:
                 ckpt.rotate(self.run.checkpoints, self.cfg.checkpoint.keep_last)
         if self._memory_action == "checkpoint":
-            self.checkpointer.save(self.run, ["last.pt"])
+            self.checkpointer.save(self.run, self.loggers, ["last.pt"])
             self._memory_action = None
         if step % self._stop_every == 0:
             self.stop_if_requested()
@@ -250,11 +235,12 @@ class Trainer:
         loop.close_window()
         fresh = {f"train/{k}": v for k, v in loop.epoch_sums.means(self.place).items()}
         finished = loop.step >= self.total_steps or epoch == self.cfg.train.epochs - 1
-        evaluated = self.val_loader is not None and (
+        val_loader = self.val_loader
+        evaluated = val_loader is not None and (
             (epoch + 1) % self.cfg.train.eval_every == 0 or finished
         )
-        if evaluated:
-            val = {f"val/{name}": v for name, v in self.evaluator(self.val_loader).items()}
+        if val_loader is not None and evaluated:
+            val = {f"val/{name}": v for name, v in self.evaluator(val_loader).items()}
             fresh.update(val)
             self.loggers.log_metrics(loop.step, val)
         loop.metrics.update(fresh)
@@ -276,7 +262,7 @@ class Trainer:
             self.scheduler.step(fresh[self.monitor])
         loop.epoch_done = True
         names = ["best.pt", "last.pt"] if improved else ["last.pt"]
-        self.checkpointer.save(self.run, names)
+        self.checkpointer.save(self.run, self.loggers, names)
         self.notify("on_checkpoint", checkpoint=tuple(names))
         self.progress.epoch_line(epoch, self.cfg.train.epochs, loop.step, loop.metrics)
         self._stop_if_diverged(fresh.get("train/loss"))
@@ -284,8 +270,10 @@ class Trainer:
     def _stop_if_diverged(self, epoch_loss: float | None) -> None:
         """A loss NaN/Inf over the epoch and still at its end will not come back."""
         # The last log window's loss says whether it is still there (no window: the epoch).
+        if epoch_loss is None:
+            return
         last = epoch_loss if self._last_window_loss is None else self._last_window_loss
-        if epoch_loss is None or math.isfinite(epoch_loss) or math.isfinite(last):
+        if math.isfinite(epoch_loss) or math.isfinite(last):
             return
         raise Diverged(
             f"the training loss became {epoch_loss} and stayed there (diverged by step "
@@ -343,12 +331,6 @@ class Trainer:
         if loop.epoch_done:
             return loop.epoch + 1, 0
         return loop.epoch, loop.steps_into_epoch
-
-    def stop_if_requested(self) -> None:
-        """Stop at this boundary if a signal came, on every rank at the same point (a rank
-        that raises alone would leave the others waiting in a collective)."""
-        if any_process(self.stop.requested, self.place):
-            raise Interrupted(self.stop.signum or signal.SIGTERM)
 
 
 def _check_all_params_got_grads(model: nn.Module, cfg: Config) -> None:

@@ -28,7 +28,10 @@ from trainwell.report import write_run_report
 
 if TYPE_CHECKING:
     from trainwell.doctor.frame import Doctor
+    from trainwell.engine.loop.assembly import Assembly
+    from trainwell.engine.loop.progress import Progress
     from trainwell.engine.loop.trainer import Trainer
+    from trainwell.engine.state.loop_state import LoopState
 
 
 def open_run_dir(
@@ -143,7 +146,7 @@ def mark_failed(path: Path, cause: str) -> None:
         write_run_report(path)
 
 
-def start_summary(trainer: Trainer, resumed_from: Path | None) -> dict[str, Any]:
+def start_summary(trainer: Assembly, resumed_from: Path | None) -> dict[str, Any]:
     """``summary.json`` as the run starts: status ``running`` and the run's plan."""
     cfg, data = trainer.cfg, trainer.data
     return {
@@ -165,37 +168,41 @@ def start_summary(trainer: Trainer, resumed_from: Path | None) -> dict[str, Any]
 
 
 def open_loggers(
-    trainer: Trainer, resumed: tuple[Path, dict[str, Any]] | None, say: Callable[[str], None]
-) -> Loggers:
+    cfg: Config,
+    place: Placement,
+    run: RunDir,
+    progress: Progress,
+    loop: LoopState,
+    resumed: tuple[Path, dict[str, Any]] | None,
+    say: Callable[[str], None],
+) -> tuple[Loggers, str | None]:
     """The run's loggers: metrics.csv and the progress display on every rank, and on rank 0
     those ``log.*`` asks for, continuing a resumed run's own logs; the config goes to each.
 
     A logger that cannot start (a tracking store that does not open, a user logger that
-    raises) stops the run here, on every rank, before the first step.
+    raises) is the second value, the same on every rank (the run stops with it before the
+    first step); the loggers are then metrics.csv and the progress display only.
     """
-    place, cfg = trainer.place, trainer.cfg
     named: list[tuple[str, Any]] = [
-        ("csv", CsvLogger(trainer.run, epoch=lambda: trainer.loop.epoch)),
-        ("progress", trainer.progress),
+        ("csv", CsvLogger(run, epoch=lambda: loop.epoch)),
+        ("progress", progress),
     ]
     error = None
     if place.is_main:
         saved = resumed[1].get("loggers") if resumed else None
         try:
-            run = trainer.run
             with foreign("starting the loggers"):  # a tracking store that does not answer
-                named += build_loggers(cfg.log, run.path, saved, trainer.loop.step, run.rows)
+                named += build_loggers(cfg.log, run.path, saved, loop.step, run.rows)
         except UserError as exc:
             error = str(exc)
         except Exception as exc:  # the store's own errors: one line, not a traceback
             detail = " ".join(str(exc).split())[:300]
             error = f"log: a logger could not start ({type(exc).__name__}: {detail})"
     error = broadcast_object(error, place)
-    if error:
-        raise UserError(error)
-    loggers = Loggers(named, say=say, essential=("csv", "progress"))
-    loggers.log_config(config_mod.to_dict(cfg))
-    return loggers
+    loggers = Loggers(named[:2] if error else named, say=say, essential=("csv", "progress"))
+    if not error:
+        loggers.log_config(config_mod.to_dict(cfg))
+    return loggers, error
 
 
 def finish(

@@ -202,6 +202,11 @@ class Stepper:
         total = torch.stack(losses).sum()
         return _mean(total, accum)
 
+    def inspect_epoch(self, check: Callable[[Any], None] | None, epoch: int) -> None:
+        """Labels the data set could not show up front are checked in the first epoch:
+        ``check`` inspects each batch of epoch 0, none after."""
+        self.inspect = check if epoch == 0 else None
+
     def batches(
         self, data: TrainData, check: Callable[[Any], None] | None, who: str
     ) -> Iterator[list[Any]]:
@@ -209,7 +214,7 @@ class Stepper:
         order, with ``check`` (the label check) inspecting the first epoch's batches, as in
         training: the endless feed of lr-find and the profiler (``who`` names them)."""
         for epoch in itertools.count():
-            self.inspect = check if epoch == 0 else None
+            self.inspect_epoch(check, epoch)
             empty = True
             for step in data.epoch(epoch):
                 empty = False

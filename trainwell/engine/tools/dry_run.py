@@ -19,10 +19,10 @@ from trainwell.engine.tools.module_table import ModuleOutputs
 
 if TYPE_CHECKING:
     from trainwell.engine.build.parts import Parts
-    from trainwell.engine.loop.trainer import Trainer
+    from trainwell.engine.loop.assembly import Assembly
 
 
-def dry_run_report(console: Console, cfg: Config, parts: Parts, trainer: Trainer) -> None:
+def dry_run_report(console: Console, cfg: Config, parts: Parts, trainer: Assembly) -> None:
     """Run one forward/backward on a real batch (no optimizer step) and one eval batch."""
     model, place = trainer.model, trainer.place
     precision = trainer.stepper.precision
@@ -35,6 +35,7 @@ def dry_run_report(console: Console, cfg: Config, parts: Parts, trainer: Trainer
     model.train()
     moved = to_device(batch, place.device)
     outputs = None
+    out: Any  # a loss tensor, or the step function's dict with one
     with precision.autocast(), ModuleOutputs(model) as table:
         if parts.steps.loss_fn is not None:
             # The loss-built step, spelled out to show the model's outputs too.
