@@ -108,9 +108,7 @@ def render(report: DataReport, say: Callable[[str], object] = print) -> None:
         say("no warnings")
 
 
-def _render_split(
-    s: SplitReport, num_classes: int | None, say: Callable[[str], object]
-) -> None:
+def _render_split(s: SplitReport, num_classes: int | None, say: Callable[[str], object]) -> None:
     size = "unknown size (iterable)" if s.size is None else f"{s.size} samples"
     note = {
         "limit": f"; statistics over {s.read} drawn evenly",
