@@ -319,6 +319,7 @@ def split_off(dataset: Dataset, val_fraction: float, seed: int = 0) -> tuple[Sub
     The split does not depend on ``run.seed``, so runs with different seeds are compared
     on the same validation data.
     """
+    # Dataset declares no __len__; callers pass map-style sets whose length they checked.
     n = len(dataset)  # type: ignore[arg-type]
     n_val = max(1, math.floor(n * val_fraction)) if n > 1 else 0
     order = torch.randperm(n, generator=torch.Generator().manual_seed(seed)).tolist()

@@ -58,9 +58,9 @@ class MlflowLogger:
         _quiet_store_logs()
         self.client = MlflowClient(tracking_uri=uri)
         self.resumed = run_id is not None and self._reopen(run_id)
-        if not self.resumed:
+        if run_id is None or not self.resumed:
             run_id = self._create(experiment, run_name, dict(tags or {}))
-        self.run_id: str = run_id  # type: ignore[assignment]
+        self.run_id: str = run_id
         # Per metric, the last step the store holds: a resumed run does not resend them.
         self.stored_until = self._stored_steps() if self.resumed else {}
         self._worker = _Worker()
