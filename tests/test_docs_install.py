@@ -29,13 +29,13 @@ def test_every_command_block_is_valid_bash():
 
 
 def test_the_wheel_indexes_are_the_ones_the_advice_knows():
-    known = {"cpu"} | {f"cu{a}{b}" for a, b in advice._CUDA_WHEELS}
+    known = {"cpu"} | {f"cu{a}{b}" for a, b in advice.CUDA_WHEELS}
     builds = re.findall(r"download\.pytorch\.org/whl/([\w.]+)", PAGE)
     assert {"cpu", "cu126"} <= set(builds) and any(b.startswith("rocm") for b in builds)
     for build in builds:
         assert build in known or re.fullmatch(r"rocm\d+\.\d+", build), build
     # The default CUDA build the page shows is the one the advice falls back to.
-    default = "cu{}{}".format(*advice._DEFAULT_CUDA_WHEEL)
+    default = "cu{}{}".format(*advice.DEFAULT_CUDA_WHEEL)
     assert f"whl/{default}" in PAGE
 
 

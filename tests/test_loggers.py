@@ -20,7 +20,7 @@ from tests import crash_at
 from tests.conftest import REPO, SYNTHETIC, read_summary
 from trainwell.config import load_config, to_dict
 from trainwell.engine.loop.progress import make_console
-from trainwell.loggers.mlflow_run import _flatten
+from trainwell.loggers.mlflow_run import flatten_params
 
 pytest.importorskip("tensorboard", reason="CI installs trainwell[tensorboard]")
 pytest.importorskip("mlflow", reason="CI installs trainwell[mlflow]")
@@ -98,7 +98,7 @@ def test_tensorboard_and_mlflow_hold_what_metrics_csv_holds(tmp_path):
     assert mlrun.info.status == "FINISHED" and mlrun.info.run_name == "run"
     assert_close_series(mlflow_series(client, mlrun.info.run_id, want), want)
     assert mlrun.data.params == {
-        k: v for k, v in _flatten(to_dict(load_config(run / "config.yaml"))).items()
+        k: v for k, v in flatten_params(to_dict(load_config(run / "config.yaml"))).items()
     }
     assert mlrun.data.params["train.log_every"] == "4"
     artifacts = {a.path for a in client.list_artifacts(mlrun.info.run_id)}

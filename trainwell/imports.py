@@ -156,6 +156,7 @@ def call_with(
     Built-in and user models alike can take ``num_classes`` or ``input_shape`` from the
     data without the user repeating them; an explicit kwarg always wins.
     """
+    params: Mapping[str, inspect.Parameter]
     try:
         params = inspect.signature(factory).parameters
     except (TypeError, ValueError):

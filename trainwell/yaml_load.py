@@ -38,7 +38,7 @@ MAX_DEPTH = 100
 _MERGE = "tag:yaml.org,2002:merge"
 
 
-class _Loader(_BASE):  # type: ignore[misc, valid-type]
+class _Loader(_BASE):
     pass
 
 

@@ -123,12 +123,13 @@ def _source(cfg: Any, loader: str | None, model: bool) -> tuple[Any, Any, Any]:
     """
     from trainwell.engine.distributed.placement import Placement, resolve_device
 
-    parts = place = None
     if loader is not None:
         made, factory = load_factory(loader)
         source = source_for(made, factory, f"--loader {loader}")
-    if loader is None or model:
-        place = Placement(device=resolve_device(cfg.run.device))
+        if not model:  # the loader alone: no config, no device
+            return source, None, None
+    place = Placement(device=resolve_device(cfg.run.device))
+    parts = None
     if model:
         from trainwell.engine.build.parts import build_parts
 
@@ -139,7 +140,7 @@ def _source(cfg: Any, loader: str | None, model: bool) -> tuple[Any, Any, Any]:
             source = RebuiltSource(train, f"the DataLoader of data.name={cfg.data.name}")
         else:
             source = EngineSource(train, settings, place)
-    return source, parts, None if place is None else place.device
+    return source, parts, place.device
 
 
 def _data(cfg: Any) -> tuple[Any, Any]:

@@ -21,7 +21,7 @@ import inspect
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias
 
 import torch
 from torch.utils.data import DataLoader, Dataset, IterableDataset, Subset, TensorDataset
@@ -34,6 +34,9 @@ BUILTIN_DATA = ("digits", "fashion_mnist", "synthetic")
 MAX_WORKERS = 1024
 # Batches in flight per worker; beyond this the host memory goes, not the speed.
 MAX_PREFETCH = 1024
+
+# A split as the user's callable may give it: a data set, or a DataLoader it built itself.
+DataSource: TypeAlias = Dataset | DataLoader
 
 
 @dataclass
@@ -155,9 +158,9 @@ def build_collate(spec: Any) -> Callable[[list[Any]], Any] | None:
 class DataSplits:
     """The data sets of a run and what the model needs to know about them."""
 
-    train: Dataset | DataLoader
-    val: Dataset | DataLoader | None
-    test: Dataset | DataLoader | None
+    train: DataSource
+    val: DataSource | None
+    test: DataSource | None
     num_classes: int | None
     input_shape: tuple[int, ...] | None
     # The first training sample (read once, for the input shape and the collate's choice).
@@ -172,6 +175,9 @@ def build_data(
     With ``check_targets``, class targets outside a known number of classes are refused
     (a loss's ``ignore_index`` excepted); a user's step function is trusted instead.
     """
+    train: DataSource
+    val: DataSource | None
+    test: DataSource | None
     if cfg.name == "digits":
         from trainwell.data.digits import load_digits_splits
 
@@ -266,7 +272,7 @@ def _input_shape(sample: Any) -> tuple[int, ...] | None:
         return None
 
 
-def _user_splits(cfg: DataConfig) -> tuple[Dataset, Dataset | None, Dataset | None]:
+def _user_splits(cfg: DataConfig) -> tuple[DataSource, DataSource | None, DataSource | None]:
     factory = resolve(cfg.name, "data.name")
     out = call_with(factory, dict(cfg.kwargs), {}, "data.kwargs")
     if isinstance(out, Mapping):
@@ -313,13 +319,14 @@ def split_off(dataset: Dataset, val_fraction: float, seed: int = 0) -> tuple[Sub
     The split does not depend on ``run.seed``, so runs with different seeds are compared
     on the same validation data.
     """
+    # Dataset declares no __len__; callers pass map-style sets whose length they checked.
     n = len(dataset)  # type: ignore[arg-type]
     n_val = max(1, math.floor(n * val_fraction)) if n > 1 else 0
     order = torch.randperm(n, generator=torch.Generator().manual_seed(seed)).tolist()
     return Subset(dataset, order[n_val:]), Subset(dataset, order[:n_val])
 
 
-def targets_of(dataset: Dataset | None) -> torch.Tensor | None:
+def targets_of(dataset: DataSource | None) -> torch.Tensor | None:
     """All targets of a data set when they can be read without loading the inputs."""
     if isinstance(dataset, Subset):
         inner = targets_of(dataset.dataset)
@@ -337,7 +344,7 @@ def targets_of(dataset: Dataset | None) -> torch.Tensor | None:
 
 
 def check_labels(
-    dataset: Dataset | None, num_classes: int, split: str, ignore_index: int | None = None
+    dataset: DataSource | None, num_classes: int, split: str, ignore_index: int | None = None
 ) -> None:
     """Refuse class targets outside ``[0, num_classes)`` before any training starts.
 

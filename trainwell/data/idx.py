@@ -181,7 +181,7 @@ def _locate_files(root: Path) -> list[Path]:
     return found
 
 
-def _check_pair(images: np.ndarray, labels: np.ndarray, image_path: Path, label_path: Path):
+def _check_pair(images: np.ndarray, labels: np.ndarray, image_path: Path, label_path: Path) -> None:
     if images.ndim != 3:
         raise UserError(
             f"{image_path}: expected 3-D images [count, height, width], got shape "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 from torch.utils.data import TensorDataset
@@ -22,7 +23,7 @@ class SyntheticDataset(TensorDataset):
 
 def make_synthetic(
     num_samples: int = 1024,
-    shape: Sequence[int] = (1, 8, 8),
+    shape: Sequence[int] | int = (1, 8, 8),
     num_classes: int = 10,
     seed: int = 0,
 ) -> SyntheticDataset:
@@ -37,9 +38,13 @@ def make_synthetic(
     check_int(num_classes, "data.kwargs: num_classes", low=2)
     # torch's generators take seeds of 64 bits; a bigger one fails inside manual_seed.
     check_int(seed, "data.kwargs: seed", low=0, high=2**64 - 1)
-    dims = list(shape) if isinstance(shape, (list, tuple)) else [shape]
-    for dim in dims:
+    # The dims come from the user's config (one int, ``shape: 8``, is allowed): any value
+    # until check_int has seen it.
+    raw: list[Any] = list(shape) if isinstance(shape, (list, tuple)) else [shape]
+    dims: list[int] = []
+    for dim in raw:
         check_int(dim, "data.kwargs: shape")
+        dims.append(int(dim))
     # The inputs and the teacher are made in memory at once: refuse sizes that cannot
     # be, with the numbers, instead of an allocator error.
     values = math.prod(dims) * (num_samples + num_classes)

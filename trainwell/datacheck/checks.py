@@ -29,15 +29,15 @@ def field_warnings(split: str, name: str, stats: FieldStats, is_target: bool) ->
         for kind, count in (("NaN", stats.nan_samples), ("Inf", stats.inf_samples)):
             if count:
                 out.append(f"{split}: {_holding(what, count, kind)}")
-    d = stats.values.to_dict()
-    if is_target or not stats.dtype.startswith(("float", "bfloat")) or d["std"] is None:
+    d = stats.values.summary()
+    if is_target or not stats.dtype.startswith(("float", "bfloat")) or d is None:
         return out
-    if d["std"] == 0 and stats.values.n > 1:
-        out.append(f"{split}: {what} is constant (every value {d['min']:g}): nothing to learn from")
-    elif d["std"] > UNSCALED or abs(d["mean"]) > UNSCALED:
+    if d.std == 0 and stats.values.n > 1:
+        out.append(f"{split}: {what} is constant (every value {d.min:g}): nothing to learn from")
+    elif d.std > UNSCALED or abs(d.mean) > UNSCALED:
         out.append(
-            f"{split}: {what} is not scaled (mean {d['mean']:.4g}, std {d['std']:.4g}, "
-            f"range [{d['min']:.4g}, {d['max']:.4g}]); standardize it (subtract the mean, "
+            f"{split}: {what} is not scaled (mean {d.mean:.4g}, std {d.std:.4g}, "
+            f"range [{d.min:.4g}, {d.max:.4g}]); standardize it (subtract the mean, "
             "divide by the std of train)"
         )
     return out
@@ -57,18 +57,14 @@ def shift_warnings(train: SplitReport, other: SplitReport) -> list[str]:
         base = train.inputs.get(name)
         if base is None or not stats.dtype.startswith("float"):
             continue
-        a, b = base.values.to_dict(), stats.values.to_dict()
-        if a["std"] in (None, 0) or b["mean"] is None:
+        a, b = base.values.summary(), stats.values.summary()
+        if a is None or a.std == 0 or b is None:
             continue
-        if (
-            abs(b["mean"] - a["mean"]) > SHIFT * a["std"]
-            or b["std"] > 3 * a["std"]
-            or (b["std"] < a["std"] / 3)
-        ):
+        if abs(b.mean - a.mean) > SHIFT * a.std or b.std > 3 * a.std or (b.std < a.std / 3):
             what = "inputs" if name == "input" else name
             out.append(
-                f"{other.name}: {what} have mean {b['mean']:.3g} and std {b['std']:.3g} but "
-                f"train has {a['mean']:.3g} and {a['std']:.3g}: are they normalized the same way?"
+                f"{other.name}: {what} have mean {b.mean:.3g} and std {b.std:.3g} but "
+                f"train has {a.mean:.3g} and {a.std:.3g}: are they normalized the same way?"
             )
     return out
 

@@ -49,21 +49,26 @@ def write_grid(report: SplitReport, path: Path) -> Path | None:
     return path
 
 
-def _rows(images: list[tuple[torch.Tensor, int | None]]) -> list[list]:
+Row = list[tuple[torch.Tensor, int | None]]
+
+
+def _rows(images: Row) -> list[Row]:
     if images[0][1] is None:
         return [images[i : i + GRID_PER_CLASS] for i in range(0, len(images), GRID_PER_CLASS)]
-    by_class: dict[int, list] = {}
+    by_class: dict[int, Row] = {}
     for image, label in images:
-        by_class.setdefault(label, []).append((image, label))
+        # A labelled split keeps labelled samples only (one without a target has no row).
+        if label is not None:
+            by_class.setdefault(label, []).append((image, label))
     return [by_class[k] for k in sorted(by_class)]
 
 
 def _range(report: SplitReport) -> tuple[float, float]:
     stats = report.inputs.get(report.main_input or "")
-    d = stats.values.to_dict() if stats is not None else {}
-    if d.get("min") is None or d["min"] == d["max"]:
+    d = stats.values.summary() if stats is not None else None
+    if d is None or d.min == d.max:
         return 0.0, 1.0
-    return d["min"], d["max"]
+    return d.min, d.max
 
 
 def _displayable(image: torch.Tensor, lo: float, hi: float) -> torch.Tensor:

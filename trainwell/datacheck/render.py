@@ -11,6 +11,7 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -89,7 +90,7 @@ def _walk(batch: Any, path: str, into: dict[str, Any], depth: int = 0) -> None:
         _walk(value, f"{path}.{key}" if path else str(key), into, depth + 1)
 
 
-def render(report: DataReport, say=print) -> None:
+def render(report: DataReport, say: Callable[[str], object] = print) -> None:
     """The report as text, one block per split, then the warnings."""
     read = [s for s in report.splits.values() if s.stopped]
     scope = "every sample" if not read else f"at most {report.max_samples} samples per split"
@@ -107,7 +108,7 @@ def render(report: DataReport, say=print) -> None:
         say("no warnings")
 
 
-def _render_split(s: SplitReport, num_classes: int | None, say) -> None:
+def _render_split(s: SplitReport, num_classes: int | None, say: Callable[[str], object]) -> None:
     size = "unknown size (iterable)" if s.size is None else f"{s.size} samples"
     note = {
         "limit": f"; statistics over {s.read} drawn evenly",

@@ -210,9 +210,9 @@ class _Accumulator:
         report.target_name = name
         if self.is_class is None:
             self.is_class = is_class_label(target, batched)
-            if self.is_class and report.classes is None:
-                report.classes = Counter()
         if self.is_class:
+            if report.classes is None:
+                report.classes = Counter()
             if not report.labels_complete:
                 report.classes.update(count_labels(target))
             return

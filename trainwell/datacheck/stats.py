@@ -17,12 +17,21 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
 # A sample whose first dimension is at most this is taken as channels (C, H, W).
 MAX_CHANNELS = 4
+
+
+class Summary(NamedTuple):
+    """Mean, std (population), min and max of a field's finite values."""
+
+    mean: float
+    std: float
+    min: float
+    max: float
 
 
 @dataclass
@@ -54,12 +63,25 @@ class Moments:
         self.lo = min(self.lo, float(lo))
         self.hi = max(self.hi, float(hi))
 
+    def summary(self) -> Summary | None:
+        """The values' mean, std, min and max; ``None`` before any value was added.
+
+        Example:
+            >>> m = Moments()
+            >>> m.add(torch.tensor([1.0, 3.0]))
+            >>> m.summary()
+            Summary(mean=2.0, std=1.0, min=1.0, max=3.0)
+        """
+        if not self.n:
+            return None
+        return Summary(self.mean, (self.m2 / self.n) ** 0.5, self.lo, self.hi)
+
     def to_dict(self) -> dict[str, float | None]:
         """``mean``, ``std`` (population), ``min``, ``max``; ``None`` without values."""
-        if not self.n:
+        s = self.summary()
+        if s is None:
             return {"mean": None, "std": None, "min": None, "max": None}
-        return {"mean": self.mean, "std": (self.m2 / self.n) ** 0.5, "min": self.lo,
-                "max": self.hi}  # fmt: skip
+        return s._asdict()
 
 
 @dataclass

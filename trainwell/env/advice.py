@@ -8,10 +8,9 @@ from typing import Any
 
 # CUDA wheel indexes PyTorch has published; the advice picks the newest one the
 # driver can run, so the suggested command works on the first try.
-_CUDA_WHEELS = ((11, 8), (12, 1), (12, 4), (12, 6), (12, 8), (13, 0))
-
-
-_DEFAULT_CUDA_WHEEL = (12, 6)
+CUDA_WHEELS = ((11, 8), (12, 1), (12, 4), (12, 6), (12, 8), (13, 0))
+# The wheel suggested when the driver's CUDA version is not known.
+DEFAULT_CUDA_WHEEL = (12, 6)
 
 
 _MIN_TORCH = (2, 4)
@@ -143,8 +142,8 @@ def fmt_version(version: tuple[int, int]) -> str:
 def _cuda_wheel_for(driver_cuda: tuple[int, int] | None) -> str:
     # Without a known driver version, or a driver older than every wheel, name the
     # common default; the advice text tells the user how to choose another.
-    candidates = [w for w in _CUDA_WHEELS if driver_cuda is not None and w <= driver_cuda]
-    wheel = max(candidates) if candidates else _DEFAULT_CUDA_WHEEL
+    candidates = [w for w in CUDA_WHEELS if driver_cuda is not None and w <= driver_cuda]
+    wheel = max(candidates) if candidates else DEFAULT_CUDA_WHEEL
     return f"cu{wheel[0]}{wheel[1]}"
 
 

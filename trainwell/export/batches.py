@@ -13,7 +13,7 @@ import inspect
 import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import nn
@@ -80,12 +80,14 @@ def model_inputs(
     """
     stand_in = _StandIn(model)
     try:
-        parts.steps.eval(stand_in, batch)
+        # A duck-typed model on purpose: the step calls it where it would call the model,
+        # and any attribute the step reads first comes from the real model.
+        parts.steps.eval(cast(nn.Module, stand_in), batch)
     except _Called:
         pass
     else:
         raise UserError("the run's step never calls the model, so it has no inputs to export")
-    named = _named(stand_in.args, stand_in.kwargs, model, names)
+    named = name_inputs(stand_in.args, stand_in.kwargs, model, names)
     for name, value in named.items():
         if not isinstance(value, torch.Tensor):
             raise UserError(
@@ -95,9 +97,18 @@ def model_inputs(
     return named
 
 
-def _named(
-    args: tuple, kwargs: dict, model: nn.Module | None, names: list[str] | None
+def name_inputs(
+    args: tuple[Any, ...], kwargs: dict[str, Any], model: nn.Module | None, names: list[str] | None
 ) -> dict[str, Any]:
+    """The inputs of one call of the model by name: ``forward``'s parameter names, else
+    ``names``, else ``input_0``, ``input_1``, ...; keyword inputs keep their own.
+
+    Example:
+        >>> name_inputs((1, 2), {"mask": 3}, None, None)
+        {'input_0': 1, 'input_1': 2, 'mask': 3}
+        >>> name_inputs((1,), {}, torch.nn.Linear(2, 2), None)
+        {'input': 1}
+    """
     if model is not None:
         params = inspect.signature(model.forward).parameters.values()
         plain = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]

@@ -11,10 +11,10 @@ import torch
 from trainwell.engine.build.given_model import CHECKPOINT_KEY
 from trainwell.export.batches import (
     Batch,
-    _named,
     describe_task,
     labels_of,
     model_inputs,
+    name_inputs,
     sample_batch,
 )
 from trainwell.export.parity import run_model
@@ -83,7 +83,7 @@ def recorded_batch(loaded: Loaded, size: int) -> Batch:
     ``fit()``: the recorded samples, then copies of them, real-valued inputs perturbed
     (a fixed seed) so that the parity check sees distinct rows."""
     args, kwargs = loaded.examples or ((), {})
-    named = _named(tuple(args), dict(kwargs), loaded.model, None)
+    named = name_inputs(tuple(args), dict(kwargs), loaded.model, None)
     generator = torch.Generator().manual_seed(size)
     inputs = {name: _tiled(t, size, generator) for name, t in named.items()}
     labels = loaded.state.get(CHECKPOINT_KEY, {}).get("example_labels")

@@ -44,7 +44,8 @@ def write_safetensors(
         "step": _step_text(state.get("step", "")),
         "config": _config_json(state.get("config", {}), path),
     }
-    parity, notes = None, []
+    parity: Parity | None = None
+    notes: list[str] = []
     with staged(out) as tmp:
         save_file(tensors, str(tmp), metadata=metadata)
         reloaded = load_file(str(tmp))

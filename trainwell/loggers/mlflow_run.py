@@ -58,9 +58,9 @@ class MlflowLogger:
         _quiet_store_logs()
         self.client = MlflowClient(tracking_uri=uri)
         self.resumed = run_id is not None and self._reopen(run_id)
-        if not self.resumed:
+        if run_id is None or not self.resumed:
             run_id = self._create(experiment, run_name, dict(tags or {}))
-        self.run_id: str = run_id  # type: ignore[assignment]
+        self.run_id: str = run_id
         # Per metric, the last step the store holds: a resumed run does not resend them.
         self.stored_until = self._stored_steps() if self.resumed else {}
         self._worker = _Worker()
@@ -111,7 +111,7 @@ class MlflowLogger:
     def log_config(self, config: Mapping[str, Any]) -> None:
         from mlflow.entities import Param
 
-        flat = _flatten(config)
+        flat = flatten_params(config)
         if self.resumed:
             # MLflow refuses to change a param; a resumed run keeps the values it started with.
             held = self.client.get_run(self.run_id).data.params
@@ -212,13 +212,18 @@ def artifact_location(uri: str, experiment: str) -> str | None:
     return None if db is None else (db.parent / "mlruns" / experiment).as_uri()
 
 
-def _flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
-    """``{"optim": {"lr": 0.001}}`` -> ``{"optim.lr": "0.001"}``; lists stay whole."""
+def flatten_params(config: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
+    """A nested config as MLflow params: dotted keys, string values; lists stay whole.
+
+    Example:
+        >>> flatten_params({"optim": {"lr": 0.001, "betas": [0.9, 0.99]}, "seed": 0})
+        {'optim.lr': '0.001', 'optim.betas': '[0.9, 0.99]', 'seed': '0'}
+    """
     flat: dict[str, str] = {}
     for key, value in config.items():
         name = f"{prefix}{key}"
         if isinstance(value, Mapping) and value:
-            flat.update(_flatten(value, f"{name}."))
+            flat.update(flatten_params(value, f"{name}."))
         else:
             flat[name] = str(value)
     return flat

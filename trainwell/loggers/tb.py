@@ -122,5 +122,6 @@ def _quiet_writer_threads() -> None:
         if not isinstance(args.thread, _AsyncWriterThread):
             previous(args)
 
+    # A mark on the function, so a second call sees its own hook installed.
     hook.trainwell_tb = True  # type: ignore[attr-defined]
     threading.excepthook = hook

@@ -99,6 +99,7 @@ def predict(
     array = read_array(inputs) if inputs is not None else None  # checked before the model
     artifact = open_artifact(source)
     tally = Tally(artifact.meta.get("task") or {"kind": "outputs"})
+    batches: Iterator[tuple[dict[str, np.ndarray], np.ndarray | None]]
     if array is not None:
         on = array[1]
         batches = _array_batches(artifact, *array, batch_size)

@@ -180,7 +180,9 @@ def _second_axis(chart: Chart) -> None:
 def _mark_verdicts(chart: Chart, runs: list[Run]) -> None:
     """The doctor's memory verdict on the timeline: a band, a label, the step if known."""
     layout = chart.figure["layout"]
-    annotations, shapes, lines = [], [], []
+    annotations: list[dict[str, Any]] = []
+    shapes: list[dict[str, Any]] = []
+    lines: list[str] = []
     for run in runs:
         verdict, findings = run.memory_verdict()
         if verdict == "unknown":

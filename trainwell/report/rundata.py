@@ -257,7 +257,10 @@ def _read_doctor(run: Run) -> None:
 
 def _finding(raw: dict[str, Any]) -> dict[str, Any]:
     """A finding with every field the page shows, whatever the file left out."""
-    related = raw.get("related") if isinstance(raw.get("related"), list) else []
+    related = raw.get("related")
+    if not isinstance(related, list):
+        related = []
+    evidence = raw.get("evidence")
     return {
         "code": str(raw.get("code", "?")),
         "severity": str(raw.get("severity", "info")),
@@ -267,7 +270,7 @@ def _finding(raw: dict[str, Any]) -> dict[str, Any]:
         "why": str(raw.get("why", "")),
         "fix": str(raw.get("fix", "")),
         "related": [r for r in related if isinstance(r, dict)],
-        "evidence": raw.get("evidence") if isinstance(raw.get("evidence"), dict) else {},
+        "evidence": evidence if isinstance(evidence, dict) else {},
     }
 
 

@@ -48,9 +48,9 @@ def run_row(path: Path) -> dict[str, Any]:
     """One run as a row: name, status, best metric, steps, wall time, findings, resumed."""
     summary = _json(path / "summary.json")
     doctor = _json(path / "doctor.json")
-    best = summary.get("best") if isinstance(summary.get("best"), dict) else {}
+    best = _dict_at(summary, "best")
     findings = doctor.get("findings")
-    final = summary.get("final") if isinstance(summary.get("final"), dict) else {}
+    final = _dict_at(summary, "final")
     return {
         "name": path.name,
         "path": str(path),
@@ -147,6 +147,12 @@ def _json(path: Path) -> dict[str, Any]:
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
+
+
+def _dict_at(data: dict[str, Any], key: str) -> dict[str, Any]:
+    """``data[key]`` when it is an object; ``{}`` when missing or of another kind."""
+    value = data.get(key)
+    return value if isinstance(value, dict) else {}
 
 
 def _mtime(path: Path) -> float:
