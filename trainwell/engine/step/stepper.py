@@ -178,6 +178,7 @@ class Stepper:
         """The first step of a compiled model, where compilation happens; a model that does
         not compile trains eager, with one line saying why."""
         eager, self.eager = self.eager, None
+        assert eager is not None, "only a compiled model's first step comes here"
         samples = self.samples
         # Micro-batches before the one that failed added their metrics: the eager retake
         # adds them again, so the sums go back to where they were.
