@@ -15,7 +15,7 @@ import trainwell
 from tests.conftest import SYNTHETIC, model_csv, read_summary, run_subprocess
 from trainwell.config import load_config
 from trainwell.engine.checkpointing.checkpoint import load_checkpoint
-from trainwell.engine.distributed.placement import compiling
+from trainwell.engine.distributed import compiling
 from trainwell.engine.step.anatomy import StepClock
 from trainwell.errors import UserError
 
