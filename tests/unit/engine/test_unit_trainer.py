@@ -28,7 +28,8 @@ def _initial():
 
 
 def _rows(kit, name, split="train"):
-    return [(s, v) for s, _e, sp, n, v in read_rows(kit.run.metrics_path) if (sp, n) == (split, name)]
+    rows = read_rows(kit.run.metrics_path)
+    return [(s, v) for s, _e, sp, n, v in rows if (sp, n) == (split, name)]
 
 
 class Recorder:

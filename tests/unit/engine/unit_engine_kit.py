@@ -82,12 +82,6 @@ class FakeLogger:
     def state_dict(self) -> dict[str, Any]:
         return dict(self.state)
 
-    def steps_logged(self, name: str) -> list[int]:
-        return [step for kind, (step, m) in self._logged() if name in m]
-
-    def _logged(self) -> list[tuple[str, tuple[int, dict[str, float]]]]:
-        return [(k, v) for k, v in self.calls if k == "log_metrics"]
-
 
 @dataclass
 class Kit:
