@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import torch
 
+from tests.unit.engine import unit_engine_kit as kit
 from tests.unit.engine.unit_engine_kit import make_trainer, mse, samples, sgd_by_hand
 from trainwell.engine.checkpointing.checkpoint import load_checkpoint
 from trainwell.engine.run_dir.metric_rows import read_rows
@@ -306,3 +307,23 @@ def test_a_resumed_trainer_starts_after_the_finished_epoch(tmp_path):
     w0, b0 = _initial()
     w, _ = sgd_by_hand(w0, b0, kit.data, 8)
     np.testing.assert_allclose(again.model.weight.detach().numpy(), w, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("part", ["clock", "loop", "callbacks"])
+def test_an_assembly_whose_parts_are_not_wired_together_is_refused(tmp_path, part):
+    """The stepper marks the loop's clock, the checkpointer saves the loop's state and
+    callbacks: a second object of one of them is a wiring mistake, named at once."""
+    import dataclasses
+
+    from trainwell.engine.loop.assembly import Assembly
+    from trainwell.engine.state.callbacks import Callbacks
+    from trainwell.engine.state.loop_state import LoopState
+    from trainwell.engine.step.anatomy import StepClock
+
+    plan = kit.make_trainer(tmp_path / "run").trainer
+    fields = {f.name: getattr(plan, f.name) for f in dataclasses.fields(Assembly)}
+    fields[part] = {"clock": StepClock(kit.CPU), "loop": LoopState(kit.CPU),
+                    "callbacks": Callbacks([])}[part]  # fmt: skip
+    with pytest.raises(ValueError, match=f"not wired together: .*{part}"):
+        Assembly(**fields)
+    Assembly(**{f.name: getattr(plan, f.name) for f in dataclasses.fields(Assembly)})

@@ -65,6 +65,22 @@ class Assembly:
     callbacks: Callbacks = field(default_factory=Callbacks)
     findings: Callable[[], list] = list
 
+    def __post_init__(self) -> None:
+        # Objects the collaborators must share, checked once: a stepper with its own clock
+        # or skip counter would time nothing / leave fp16's skipped steps out of checkpoints.
+        wiring = {
+            "stepper.clock is clock": self.stepper.clock is self.clock,
+            "checkpointer.loop is loop": self.checkpointer.loop is self.loop,
+            "checkpointer.callbacks is callbacks": self.checkpointer.callbacks is self.callbacks,
+            "stepper.amp_skipped is loop.amp_skipped (fp16)": (
+                self.stepper.precision.scaler is None
+                or self.stepper.amp_skipped is self.loop.amp_skipped
+            ),
+        }
+        wrong = [rule for rule, ok in wiring.items() if not ok]
+        if wrong:
+            raise ValueError(f"Assembly: its parts are not wired together: {', '.join(wrong)}")
+
     def stop_if_requested(self) -> None:
         """Stop at this boundary if a signal came, on every rank at the same point (a rank
         that raises alone would leave the others waiting in a collective)."""
