@@ -11,7 +11,7 @@ from typing import Any
 from torch import nn
 
 from trainwell.doctor.events import CreatedEvent, StepEvent
-from trainwell.doctor.modules import _MODULE_INTERNALS, _held_modules
+from trainwell.doctor.modules import MODULE_INTERNALS, held_modules
 from trainwell.doctor.sites import Site
 
 
@@ -62,8 +62,8 @@ def plain_containers(model: nn.Module) -> Iterator[tuple[nn.Module, str, Any, li
     plain list, tuple or dict attribute of ``model``'s modules that holds some."""
     for module in model.modules():
         for attr, value in vars(module).items():
-            if attr in _MODULE_INTERNALS or not isinstance(value, (list, tuple, dict)):
+            if attr in MODULE_INTERNALS or not isinstance(value, (list, tuple, dict)):
                 continue
-            held = _held_modules(value)
+            held = held_modules(value)
             if held:
                 yield module, attr, value, held

@@ -9,7 +9,7 @@ import ast
 from typing import Any
 
 from trainwell.doctor.graph import walk
-from trainwell.doctor.nonfinite import _guarded
+from trainwell.doctor.nonfinite import guarded
 from trainwell.doctor.sites import Site, parse
 from trainwell.doctor.source import call_name
 
@@ -47,4 +47,4 @@ def _call_named(node: ast.AST, names: set[str]) -> bool:
         return "**" in names and isinstance(exponent, ast.Constant) and (
             isinstance(exponent.value, float) and 0 < exponent.value < 1
         )
-    return isinstance(node, ast.Call) and call_name(node) in names and not _guarded(node)
+    return isinstance(node, ast.Call) and call_name(node) in names and not guarded(node)

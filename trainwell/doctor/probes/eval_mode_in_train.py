@@ -16,8 +16,8 @@ from trainwell.doctor.events import (
 )
 from trainwell.doctor.findings import Finding
 from trainwell.doctor.modules import (
-    _DROPOUT,
-    _mode_modules,
+    DROPOUT,
+    mode_modules,
 )
 from trainwell.doctor.sites import Site, is_user_file, parse
 from trainwell.doctor.source import module_label
@@ -80,7 +80,7 @@ class EvalModeInTrainProbe:
         self.forward_since_train = True
         if not event.grad_enabled:
             return  # an evaluation: on_nograd_forward's
-        if self.left and _mode_modules(event.module, self.cache):
+        if self.left and mode_modules(event.module, self.cache):
             self.forwards.setdefault(id(event.module), (weakref.ref(event.module), event.site))
         elif not self.left:
             self._listen(doc, False)  # the common case: training, no mode switched lately
@@ -106,17 +106,17 @@ class EvalModeInTrainProbe:
                 self._check(doc, model, site)
 
     def _check(self, doc: Reporter, model: nn.Module, train_site: Site | None) -> None:
-        if all(m.training for m in _mode_modules(model, self.cache)):
+        if all(m.training for m in mode_modules(model, self.cache)):
             return  # the common case (model.train() called every step): nothing in eval
         for name, module in model.named_modules():
             if module.training or not any(True for _ in module.children()):
                 continue
             stuck = [
                 m
-                for m in _mode_modules(module, self.cache)
+                for m in mode_modules(module, self.cache)
                 if not m.training
                 and (
-                    isinstance(m, _DROPOUT)
+                    isinstance(m, DROPOUT)
                     or any(p.requires_grad and p.grad is not None for p in m.parameters())
                 )
             ]

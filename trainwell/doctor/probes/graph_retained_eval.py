@@ -20,7 +20,7 @@ import torch
 
 from trainwell.doctor.events import CreatedEvent, Reporter
 from trainwell.doctor.findings import Finding
-from trainwell.doctor.holders import _bytes_held, _holders, _nested_graph, _store_site
+from trainwell.doctor.holders import bytes_held, holders, nested_graph, store_site
 from trainwell.doctor.scan import ItemCounts
 from trainwell.doctor.sites import user_frame
 
@@ -28,7 +28,7 @@ from trainwell.doctor.sites import user_frame
 def _holds_graph(item: Any) -> bool:
     if isinstance(item, torch.Tensor):
         return item.grad_fn is not None
-    return _nested_graph(item)
+    return nested_graph(item)
 
 
 class GraphRetainedEvalProbe:
@@ -66,7 +66,7 @@ class GraphRetainedEvalProbe:
         if frame is None:
             return
         seen = set()
-        for path, holder in _holders(frame, set()):
+        for path, holder in holders(frame, set()):
             if isinstance(holder.value, torch.Tensor):
                 continue  # one tensor's growing graph is the step scans' to judge
             count = self.counts.count(path, holder.value)
@@ -88,7 +88,7 @@ class GraphRetainedEvalProbe:
         return sum(b > a for a, b in zip(counts, counts[1:])) >= self.RISES
 
     def _report(self, doc: Reporter, holder: Any, count: int) -> None:
-        site = _store_site(holder, True)
+        site = store_site(holder, True)
         if site is None:
             return  # nowhere in the user's code to point at: say nothing rather than guess
         file, line, created = site
@@ -110,7 +110,7 @@ class GraphRetainedEvalProbe:
                 related=related if created else [],
                 evidence={
                     "tensors_with_graph": count,
-                    "bytes_held": _bytes_held(holder.value),
+                    "bytes_held": bytes_held(holder.value),
                     "steps_observed": doc.steps,
                 },  # fmt: skip
             )

@@ -9,7 +9,7 @@ from trainwell.doctor.events import BackwardEvent, LossEvent, Reporter, ScalerEv
 from trainwell.doctor.findings import Finding
 from trainwell.doctor.gradients import FreshGradients
 from trainwell.doctor.graph import walk
-from trainwell.doctor.nonfinite import _loss_assignment
+from trainwell.doctor.nonfinite import loss_assignment
 
 # Operations whose gradient is zero wherever it is defined: a loss computed through one
 # gives the weights nothing.
@@ -97,7 +97,7 @@ class LossNoGradientProbe:
                    "outputs")  # fmt: skip
         else:
             at = back if back is not None else event.site
-            site = (_loss_assignment(at) or at) if at is not None else None
+            site = (loss_assignment(at) or at) if at is not None else None
             why, fix = self._why(values, constant)
         if site is None:
             return

@@ -11,7 +11,7 @@ from trainwell.doctor.coverage import Coverage, plain_containers
 from trainwell.doctor.events import BackwardEvent, CreatedEvent, ForwardEvent, Reporter, StepEvent
 from trainwell.doctor.findings import Finding
 from trainwell.doctor.graph import leaves
-from trainwell.doctor.modules import _params
+from trainwell.doctor.modules import params_of
 from trainwell.doctor.sites import Site
 from trainwell.doctor.source import param_path
 
@@ -109,7 +109,7 @@ class ParamNotInOptimizerProbe:
         # each step (the interpolates of a gradient penalty) is an input.
         in_models = {id(p) for model in models for p in model.parameters()}
         in_models |= {id(p) for model in models for *_, held in plain_containers(model)
-                      for m in held for p in _params(m) if p.requires_grad}  # fmt: skip
+                      for m in held for p in params_of(m) if p.requires_grad}  # fmt: skip
         loose = [t for key, (t, backwards) in self.leaves.items()
                  if backwards > 1 and t.requires_grad and key not in optimized
                  and key not in in_models]  # fmt: skip

@@ -9,7 +9,7 @@ import torch
 
 from trainwell.doctor.events import Reporter, StepEvent
 from trainwell.doctor.findings import Finding
-from trainwell.doctor.holders import _grows, _Holder, _store_site
+from trainwell.doctor.holders import Holder, grows, store_site
 from trainwell.doctor.memory import climbing, cuda_memory
 from trainwell.doctor.scan import ItemCounts, holders_at, scheduled, sleep_until_scheduled
 
@@ -65,14 +65,14 @@ class TensorAccumulationProbe:
             if count is None:
                 continue
             seen.add(path)
-            if _grows(self.history, path, count, self.DEVICE_STEPS):
+            if grows(self.history, path, count, self.DEVICE_STEPS):
                 self._report_holder(doc, holder, count)
         for path in [p for p in self.history if p not in seen]:
             del self.history[path]
         self.counts.forget(seen)
 
-    def _report_holder(self, doc: Reporter, holder: _Holder, count: int) -> None:
-        site = _store_site(holder, container=True)
+    def _report_holder(self, doc: Reporter, holder: Holder, count: int) -> None:
+        site = store_site(holder, container=True)
         if site is None:
             return
         file, line, created = site

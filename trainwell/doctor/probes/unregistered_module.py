@@ -7,7 +7,7 @@ from torch import nn
 from trainwell.doctor.coverage import Coverage, plain_containers
 from trainwell.doctor.events import CreatedEvent, ForwardEvent, Reporter, StepEvent
 from trainwell.doctor.findings import Finding
-from trainwell.doctor.modules import _params
+from trainwell.doctor.modules import params_of
 from trainwell.doctor.source import attribute_site
 
 
@@ -49,7 +49,7 @@ class UnregisteredModuleProbe:
         optimized = self.coverage.optimized()
         for model in list(self.coverage.models):
             for module, attr, value, held in plain_containers(model):
-                trainable = [p for m in held for p in _params(m) if p.requires_grad]
+                trainable = [p for m in held for p in params_of(m) if p.requires_grad]
                 if trainable:  # frozen parts hidden on purpose (a teacher in a list)
                     self._report(doc, module, attr, value, held, trainable, optimized)
 
