@@ -20,8 +20,9 @@ from typing import Any, Protocol
 import torch
 from torch import nn
 
-from trainwell.doctor.events import ForwardRecord, Reporter
+from trainwell.doctor.events import Reporter
 from trainwell.doctor.graph import walk
+from trainwell.doctor.records import ForwardRecord
 from trainwell.doctor.sites import Site, is_user_file
 from trainwell.doctor.source import attribute_site, parse
 

@@ -17,7 +17,10 @@ from trainwell.doctor.sites import Site
 
 class Coverage:
     """The models and optimizers of a run, and the ids of every weight an optimizer
-    was given (kept: at the end of a run the optimizer itself may be gone)."""
+    was given (kept: at the end of a run the optimizer itself may be gone). One per run
+    (:class:`~trainwell.doctor.trackers.Trackers`), fed by each probe that follows it:
+    every update is idempotent, so the second probe to tell it an event changes
+    nothing."""
 
     def __init__(self) -> None:
         self.models: weakref.WeakSet[nn.Module] = weakref.WeakSet()

@@ -16,7 +16,7 @@ from typing import Any
 import torch
 
 from trainwell.doctor.data_origin import data_origin
-from trainwell.doctor.events import BackwardEvent, ForwardRecord, Reporter
+from trainwell.doctor.events import BackwardEvent, Reporter
 from trainwell.doctor.nonfinite import (
     all_finite,
     float_param_device,
@@ -25,6 +25,7 @@ from trainwell.doctor.nonfinite import (
     nan_data_in_graph,
     replay,
 )
+from trainwell.doctor.records import ForwardRecord
 from trainwell.doctor.sites import Site, parse
 from trainwell.doctor.source import param_path, qualified_names
 

@@ -22,7 +22,18 @@ from torch import nn
 
 from trainwell.doctor.calls import call_patches
 from trainwell.doctor.clock import queued
-from trainwell.doctor.events import LOSSES, BatchEvent, CreatedEvent, LossEvent, ScalerEvent
+from trainwell.doctor.events import (
+    LOSSES,
+    BatchEvent,
+    CreatedEvent,
+    EpochEndEvent,
+    LossEvent,
+    ModeEvent,
+    ScalerStepEvent,
+    ScalerUpdateEvent,
+    SchedulerStepEvent,
+    ZeroGradEvent,
+)
 from trainwell.doctor.sites import is_user_file, made_at, site_of_caller
 
 _DOCTOR_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
@@ -66,7 +77,7 @@ def _zero_grad(doctor: Any) -> Any:
 
     def optimizer_zero_grad(optimizer, *args, **kwargs):
         if doctor._handlers["on_zero_grad"]:
-            doctor._dispatch("on_zero_grad", optimizer)
+            doctor._dispatch("on_zero_grad", ZeroGradEvent(optimizer))
         return zero_grad(optimizer, *args, **kwargs)
 
     return optimizer_zero_grad
@@ -88,7 +99,7 @@ def _loader_next(doctor: Any, next_batch: Any) -> Any:
         try:
             batch = next_batch(it)
         except StopIteration:
-            doctor._dispatch("on_epoch_end", it._dataset)
+            doctor._dispatch("on_epoch_end", EpochEndEvent(it._dataset))
             raise
         wait, wait_queued = time.perf_counter() - start, queued() - start_queued
         if doctor.swap_batch is not None:
@@ -125,7 +136,7 @@ def _module_train(doctor: Any) -> Any:
         finally:
             doctor._mode_depth -= 1
         if not doctor._mode_depth:
-            doctor._dispatch("on_mode", CreatedEvent(module, site_of_caller(1), bool(mode)))
+            doctor._dispatch("on_mode", ModeEvent(module, site_of_caller(1), bool(mode)))
         return result
 
     return module_train
@@ -135,8 +146,8 @@ def _scheduler_step(doctor: Any, step: Any) -> Any:
     @functools.wraps(step)
     def scheduler_step(scheduler, *args, **kwargs):
         # The steps a scheduler's constructor takes are not the user's.
-        if not doctor._creating:
-            doctor._dispatch("on_scheduler_step", scheduler)
+        if not doctor._creating and doctor._handlers["on_scheduler_step"]:
+            doctor._dispatch("on_scheduler_step", SchedulerStepEvent(scheduler))
         return step(scheduler, *args, **kwargs)
 
     return scheduler_step
@@ -190,7 +201,7 @@ def _scaler(doctor: Any) -> tuple[tuple[Any, str, Any], tuple[Any, str, Any]]:
     step, update = scaler_cls.step, scaler_cls.update
 
     def scaler_step(scaler, optimizer, *args, **kwargs):
-        event = ScalerEvent(scaler, optimizer, None, sys._getframe(1))
+        event = ScalerStepEvent(scaler, optimizer, sys._getframe(1))
         doctor._dispatch("on_scaler_step", event)
         return step(scaler, optimizer, *args, **kwargs)
 
@@ -199,7 +210,7 @@ def _scaler(doctor: Any) -> tuple[tuple[Any, str, Any], tuple[Any, str, Any]]:
         before = scale.clone() if scale is not None and scaler.is_enabled() else None
         result = update(scaler, new_scale)
         if before is not None:
-            event = ScalerEvent(scaler, None, before, sys._getframe(1))
+            event = ScalerUpdateEvent(scaler, before, sys._getframe(1))
             doctor._dispatch("on_scaler_update", event)
         return result
 

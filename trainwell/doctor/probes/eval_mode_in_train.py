@@ -9,8 +9,8 @@ from typing import Any
 from torch import nn
 
 from trainwell.doctor.events import (
-    CreatedEvent,
     ForwardEvent,
+    ModeEvent,
     Reporter,
     StepEvent,
 )
@@ -49,8 +49,8 @@ class EvalModeInTrainProbe:
         self.forward_since_train = False
         self.listening = True  # to training forwards
 
-    def on_mode(self, doc: Reporter, event: CreatedEvent) -> None:
-        module = event.obj
+    def on_mode(self, doc: Reporter, event: ModeEvent) -> None:
+        module = event.module
         if event.mode:
             self.last_train, self.forward_since_train = weakref.ref(module), False
         else:

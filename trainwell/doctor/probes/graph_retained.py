@@ -8,7 +8,7 @@ from typing import Any
 import torch
 
 from trainwell.doctor.carried import detach_statement, state_kind
-from trainwell.doctor.events import Reporter, StepEvent
+from trainwell.doctor.events import Reporter, StepEvent, UpdateEvent
 from trainwell.doctor.findings import Finding
 from trainwell.doctor.graph import walk as _walk
 from trainwell.doctor.holders import (
@@ -54,7 +54,7 @@ class GraphRetainedProbe:
         if scheduled(event.step):
             self._scan(doc, event)
 
-    def on_update(self, doc: Reporter, event: StepEvent) -> None:
+    def on_update(self, doc: Reporter, event: UpdateEvent) -> None:
         # A hand-written update (no optimizer) counted as a step: scanned alike.
         if scheduled(event.step):
             self._scan(doc, event)

@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from trainwell.doctor.events import CreatedEvent, Reporter
+from trainwell.doctor.events import EpochEndEvent, ModeEvent, Reporter
 from trainwell.doctor.findings import Finding
 from trainwell.doctor.holders import bytes_held, holders, nested_graph, store_site
 from trainwell.doctor.scan import ItemCounts
@@ -44,13 +44,13 @@ class GraphRetainedEvalProbe:
         self.scans = 0
         self.training: dict[int, bool] = {}  # id(model) -> its last mode
 
-    def on_epoch_end(self, doc: Reporter, dataset: Any) -> None:
+    def on_epoch_end(self, doc: Reporter, event: EpochEndEvent) -> None:
         self._scan(doc)
 
-    def on_mode(self, doc: Reporter, event: CreatedEvent) -> None:
-        key = id(event.obj)
+    def on_mode(self, doc: Reporter, event: ModeEvent) -> None:
+        key = id(event.module)
         was = self.training.get(key)
-        self.training[key] = bool(event.mode)
+        self.training[key] = event.mode
         if event.mode and was is False:  # back to training after an evaluation
             self._scan(doc)
 

@@ -7,7 +7,13 @@ from typing import Any
 import torch
 from torch import nn
 
-from trainwell.doctor.events import CreatedEvent, Reporter, ScalerEvent, StepEvent
+from trainwell.doctor.events import (
+    CreatedEvent,
+    Reporter,
+    ScalerStepEvent,
+    StepEvent,
+    ZeroGradEvent,
+)
 from trainwell.doctor.findings import Finding
 from trainwell.doctor.sites import user_frame
 from trainwell.doctor.uncleared import describe, wording, zeroed_by
@@ -70,7 +76,8 @@ class MissingZeroGradProbe:
             self.zeroed = {}  # the earlier phase's zero_grad() is not beside this one's
             doc.subscribe(self, *self._EVENTS)
 
-    def on_zero_grad(self, doc: Reporter, optimizer: Any) -> None:
+    def on_zero_grad(self, doc: Reporter, event: ZeroGradEvent) -> None:
+        optimizer = event.optimizer
         if id(optimizer) not in self.zeroed:  # once per optimizer: a stack walk
             self.zeroed[id(optimizer)] = zeroed_by(optimizer)
 
@@ -81,7 +88,7 @@ class MissingZeroGradProbe:
                                               "off": False}  # fmt: skip
         return st
 
-    def on_scaler_step(self, doc: Reporter, event: ScalerEvent) -> None:
+    def on_scaler_step(self, doc: Reporter, event: ScalerStepEvent) -> None:
         self.scaled.add(id(event.optimizer))
 
     def on_pre_step(self, doc: Reporter, event: StepEvent) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainwell.doctor.events import BackwardEvent, Reporter, ScalerEvent, StepEvent
+from trainwell.doctor.events import BackwardEvent, Reporter, ScalerStepEvent, StepEvent
 from trainwell.doctor.findings import Finding
 from trainwell.doctor.nonfinite import all_finite, finite_norms
 from trainwell.doctor.nonfinite_cause import NONFINITE_CODES, first_cause
@@ -42,7 +42,7 @@ class NonFiniteGradProbe:
         if cause is not None and cause.code == "nonfinite-grad":
             doc.add(_finding(cause.site, cause.params, cause.what, doc.steps))
 
-    def on_scaler_step(self, doc: Reporter, event: ScalerEvent) -> None:
+    def on_scaler_step(self, doc: Reporter, event: ScalerStepEvent) -> None:
         # GradScaler checks and skips non-finite gradients itself: not a finding.
         self.in_scaler = True
 

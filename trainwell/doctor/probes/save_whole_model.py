@@ -8,9 +8,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from trainwell.doctor.calls import CallEvent
 from trainwell.doctor.codes import severity
-from trainwell.doctor.events import Reporter
+from trainwell.doctor.events import CallEvent, Reporter
 from trainwell.doctor.findings import Finding
 from trainwell.doctor.sites import is_user_file, parse
 from trainwell.doctor.source import call_name

@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from trainwell.doctor.events import Reporter, StepEvent
+from trainwell.doctor.events import Reporter, StepEvent, UpdateEvent
 from trainwell.doctor.findings import Finding
 from trainwell.doctor.holders import Holder, grows, store_site
 from trainwell.doctor.memory import climbing, cuda_memory
@@ -51,7 +51,7 @@ class TensorAccumulationProbe:
         sample = (event.step // self.EVERY + 1) * self.EVERY if self.sampling else None
         sleep_until_scheduled(doc, self, event.step, also=sample)
 
-    def on_update(self, doc: Reporter, event: StepEvent) -> None:
+    def on_update(self, doc: Reporter, event: UpdateEvent) -> None:
         # A hand-written update (no optimizer) counted as a step: scanned alike.
         if scheduled(event.step):
             self._scan(doc, event)

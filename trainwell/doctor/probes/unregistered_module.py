@@ -9,6 +9,7 @@ from trainwell.doctor.events import CreatedEvent, ForwardEvent, Reporter, StepEv
 from trainwell.doctor.findings import Finding
 from trainwell.doctor.modules import params_of
 from trainwell.doctor.source import attribute_site
+from trainwell.doctor.trackers import Trackers
 
 
 class UnregisteredModuleProbe:
@@ -22,9 +23,12 @@ class UnregisteredModuleProbe:
     CHECK_AT = 3
 
     def __init__(self) -> None:
-        self.coverage = Coverage()
+        self.coverage: Coverage  # the run's, handed by attach
         self.steps = 0
         self.checked = False
+
+    def attach(self, trackers: Trackers) -> None:
+        self.coverage = trackers.get(Coverage)
 
     def on_optimizer_created(self, doc: Reporter, event: CreatedEvent) -> None:
         self.coverage.created_optimizer(event)
