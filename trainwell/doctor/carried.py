@@ -232,7 +232,8 @@ def modified_parameter(frame: types.FrameType, mod: Modified) -> tuple[str, Any]
 
 
 def _scopes(frame: types.FrameType) -> list[dict[str, Any]]:
-    scopes, f = [], frame
+    scopes: list[dict[str, Any]] = []
+    f: types.FrameType | None = frame
     while f is not None:
         if is_user_file(f.f_code.co_filename):
             scopes += [f.f_locals, f.f_globals]

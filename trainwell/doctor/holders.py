@@ -64,14 +64,14 @@ def holders(
         f = f.f_back
     for module in modules:
         scopes.setdefault(id(module), (module, module.get("__file__")))
-    for scope, file in scopes.values():
+    for scope, scope_file in scopes.values():
         for name, value in list(scope.items()):
             if isinstance(value, _NOT_HOLDERS) or name.startswith("__"):
                 continue
             if _holds_tensors(value):
                 held = _held(name, name, value, None, None)
                 for _, holder in held:
-                    holder.file = file
+                    holder.file = scope_file
                 found += held
             elif _is_user_object(value) and id(value) not in seen_objects:
                 seen_objects.add(id(value))
@@ -133,7 +133,8 @@ def _is_user_object(value: Any) -> bool:
         return True
     if not hasattr(value, "__dict__") or isinstance(value, (types.FunctionType, types.MethodType)):
         return False
-    return _is_user_class(type(value))
+    cls: type = type(value)  # a class (type[Any] reads as unhashable to mypy)
+    return _is_user_class(cls)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -180,10 +181,10 @@ def _user_files(holder: Holder) -> list[str]:
     if holder.cls is not None:
         mod = sys.modules.get(holder.cls.__module__)
         if mod is not None and getattr(mod, "__file__", None):
-            files.append(mod.__file__)
+            files.append(mod.__file__ or "")
     main = sys.modules.get("__main__")
     if main is not None and getattr(main, "__file__", None):
-        files.append(main.__file__)
+        files.append(main.__file__ or "")
     return [f for f in dict.fromkeys(files) if f and is_user_file(f)]
 
 
@@ -239,7 +240,7 @@ def _target_matches(node: ast.AST, holder: Holder, loose: bool = False) -> bool:
         )
         if not named:
             return False
-        key = node.slice  # type: ignore[union-attr]
+        key = node.slice if isinstance(node, ast.Subscript) else None
         if isinstance(key, ast.Constant):
             return key.value == holder.key
         return loose  # d[name]: any key

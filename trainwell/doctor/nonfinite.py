@@ -7,6 +7,7 @@ import ast
 import math
 import random
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -283,6 +284,7 @@ def finite_norms(grads: list[torch.Tensor]) -> bool:
     """Whether every gradient is finite: the max-abs norm, which (unlike the 2-norm) does
     not overflow on large finite values and is NaN when any element is. One fused norm
     and one read when the gradients share a device and a dtype (the common case)."""
+    norms: Sequence[torch.Tensor]
     try:
         norms = torch._foreach_norm(grads, float("inf"))
     except (RuntimeError, TypeError):

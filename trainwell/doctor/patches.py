@@ -13,9 +13,10 @@ import functools
 import os
 import sys
 import time
+import types
 import warnings
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, TextIO
 
 import torch
 from torch import nn
@@ -266,26 +267,30 @@ class Patch:
             self.on = False
 
 
-def show_at_user_line(show: Any) -> Any:
+class show_at_user_line:  # noqa: N801 - used as the function it replaces
     """A ``warnings.showwarning`` that moves a warning attributed to one of the doctor's
     wrappers (torch's ``stacklevel`` counts the wrapper as its caller) to the line that
-    called the wrapper: the user's, as it would be without the doctor."""
+    called the wrapper: the user's, as it would be without the doctor. ``original`` is
+    the ``showwarning`` it calls."""
 
-    def showwarning(message, category, filename, lineno, file=None, line=None):
+    def __init__(self, original: Callable[..., None]) -> None:
+        self.original = original
+
+    def __call__(
+        self, message: Warning | str, category: type[Warning], filename: str, lineno: int,
+        file: TextIO | None = None, line: str | None = None,
+    ) -> None:  # fmt: skip
         if filename.startswith(_DOCTOR_DIR):
             frame = _caller_of_wrapper(filename, lineno)
             if frame is not None:
                 filename, lineno, line = frame.f_code.co_filename, frame.f_lineno, None
-        return show(message, category, filename, lineno, file, line)
-
-    showwarning._trainwell_original = show  # type: ignore[attr-defined]
-    return showwarning
+        self.original(message, category, filename, lineno, file, line)
 
 
-def _caller_of_wrapper(filename: str, lineno: int) -> Any:
+def _caller_of_wrapper(filename: str, lineno: int) -> types.FrameType | None:
     """The first frame outside the doctor (and, after it, outside the libraries when a
     user frame is on the stack) above the wrapper's frame at ``filename:lineno``."""
-    frame = sys._getframe(2)
+    frame: types.FrameType | None = sys._getframe(2)
     while frame is not None and not (
         frame.f_code.co_filename == filename and frame.f_lineno == lineno
     ):
@@ -293,22 +298,22 @@ def _caller_of_wrapper(filename: str, lineno: int) -> Any:
     while frame is not None and frame.f_code.co_filename.startswith(_DOCTOR_DIR):
         frame = frame.f_back
     if frame is not None and not is_user_file(frame.f_code.co_filename):
-        user = frame
+        user: types.FrameType | None = frame
         while user is not None and not is_user_file(user.f_code.co_filename):
             user = user.f_back
         frame = user or frame
     return frame
 
 
-def install_warning_relay() -> Any:
-    """Install :func:`show_at_user_line`; returns the hook to give to
+def install_warning_relay() -> show_at_user_line:
+    """Install :class:`show_at_user_line`; returns the hook to give to
     :func:`remove_warning_relay`."""
     hook = show_at_user_line(warnings.showwarning)
     warnings.showwarning = hook
     return hook
 
 
-def remove_warning_relay(hook: Any) -> None:
+def remove_warning_relay(hook: show_at_user_line) -> None:
     # Put the original back only if no one replaced ours meanwhile (pytest, the user).
     if warnings.showwarning is hook:
-        warnings.showwarning = hook._trainwell_original
+        warnings.showwarning = hook.original

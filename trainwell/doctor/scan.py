@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from trainwell.doctor.events import Reporter, StepEvent
+from trainwell.doctor.events import Reporter, StepEvent, UpdateEvent
 from trainwell.doctor.holders import Holder, attributes, holders
 from trainwell.doctor.sites import is_user_file
 
@@ -61,7 +61,7 @@ def sleep_until_scheduled(doc: Reporter, probe: Any, step: int, also: int | None
         doc.unsubscribe(probe, "on_step", until=wake)
 
 
-def holders_at(doc: Reporter, event: StepEvent) -> list[tuple[str, Holder]]:
+def holders_at(doc: Reporter, event: StepEvent | UpdateEvent) -> list[tuple[str, Holder]]:
     """What may hold tensors across steps at this step: the user's frames, and the
     models' attributes (the engine runs a user's model from its own frames). Found once
     per step, for every probe that asks."""

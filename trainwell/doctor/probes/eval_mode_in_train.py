@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import types
 import weakref
 from typing import Any
 
@@ -177,7 +178,8 @@ def _user_stack() -> list[tuple[str, int]]:
     """(file, line) of every user frame on the stack, innermost first."""
     import sys
 
-    frames, frame = [], sys._getframe(1)
+    frames: list[tuple[str, int]] = []
+    frame: types.FrameType | None = sys._getframe(1)
     while frame is not None:
         if is_user_file(frame.f_code.co_filename):
             frames.append((frame.f_code.co_filename, frame.f_lineno))
@@ -196,9 +198,9 @@ def _in_loop_with(stack: list[tuple[str, int]], site: Site | None) -> bool:
         if tree is None:
             continue
         for node in ast.walk(tree):
-            if isinstance(node, (ast.For, ast.While, ast.AsyncFor)) and (
-                node.lineno <= line <= node.end_lineno
-                and node.lineno <= site.line <= node.end_lineno
-            ):
+            if not isinstance(node, (ast.For, ast.While, ast.AsyncFor)):
+                continue
+            end = node.end_lineno or node.lineno
+            if node.lineno <= line <= end and node.lineno <= site.line <= end:
                 return True
     return False

@@ -59,7 +59,7 @@ class GraphRetainedProbe:
         if scheduled(event.step):
             self._scan(doc, event)
 
-    def _scan(self, doc: Reporter, event: StepEvent) -> None:
+    def _scan(self, doc: Reporter, event: StepEvent | UpdateEvent) -> None:
         frame = event.frame
         seen: set[str] = set()
         for path, holder in holders_at(doc, event):

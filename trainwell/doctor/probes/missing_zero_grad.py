@@ -29,9 +29,9 @@ class _Watch:
     """One optimizer's sample parameter: its gradient after the last step, and the sum
     of the gradients that flowed into it since."""
 
-    def __init__(self, param: nn.Parameter) -> None:
+    def __init__(self, param: nn.Parameter, grad: torch.Tensor) -> None:
         self.param = param
-        self.after_step = _slice(param.grad)
+        self.after_step = _slice(grad)
         self.incoming = torch.zeros_like(self.after_step)
         self.flowed = 0
         self.handle = param.register_hook(self._arrived)
@@ -131,7 +131,7 @@ class MissingZeroGradProbe:
         params = [p for g in event.optimizer.param_groups for p in g["params"]]
         for p in sorted(params, key=lambda p: p.numel() < 8):
             if p.grad is not None and not p.grad.is_sparse and bool(_slice(p.grad).any()):
-                st["watch"] = _Watch(p)
+                st["watch"] = _Watch(p, p.grad)
                 return
 
     def on_end(self, doc: Reporter) -> None:

@@ -56,7 +56,7 @@ class TensorAccumulationProbe:
         if scheduled(event.step):
             self._scan(doc, event)
 
-    def _scan(self, doc: Reporter, event: StepEvent) -> None:
+    def _scan(self, doc: Reporter, event: StepEvent | UpdateEvent) -> None:
         seen: set[str] = set()
         for path, holder in holders_at(doc, event):
             if isinstance(holder.value, torch.Tensor):
@@ -105,6 +105,8 @@ class TensorAccumulationProbe:
         if named or not climbing(list(self.samples)):
             return
         frame = event.frame
+        if frame is None:
+            return
         first, last = self.samples[0][0], self.samples[-1][0]
         doc.add(
             Finding(
