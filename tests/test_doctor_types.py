@@ -116,13 +116,19 @@ def _train_everything(doc: Doctor) -> None:
             torch.utils.data.TensorDataset(torch.randn(8, 4), torch.randint(0, 3, (8,))),
             batch_size=4,
         )
+        scaler = torch.amp.GradScaler("cpu")
         model.train()
-        for x, y in data:
+        for i, (x, y) in enumerate(data):
             opt.zero_grad()
             loss = nn.functional.cross_entropy(model(x), y)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step()
+            if i == 0:
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                opt.step()
+            else:  # a step through a GradScaler
+                scaler.scale(loss).backward()
+                scaler.step(opt)
+                scaler.update()
         sched.step()
         model.eval()
         with torch.no_grad():
@@ -141,7 +147,7 @@ def test_every_event_a_probe_hears_has_its_declared_type():
     expected = {"on_batch", "on_forward", "on_nograd_forward", "on_backward", "on_zero_grad",
                 "on_pre_step", "on_step", "on_update", "on_scheduler_step", "on_epoch_end",
                 "on_loss", "on_mode", "on_optimizer_created", "on_scheduler_created",
-                "on_clip"}  # fmt: skip
+                "on_clip", "on_scaler_step", "on_scaler_update"}  # fmt: skip
     assert expected <= names, expected - names
     for name, event in recorder.seen:
         assert type(event) is EVENT_TYPES[name], (name, type(event))
