@@ -46,10 +46,11 @@ def origin_lines(tree: ast.Module, expr: ast.expr, line: int) -> list[int]:
         step = _step(tree, expr, line)
         if step is None:
             break
-        line, expr = step
+        line, origin = step
         found.append(line)
-        if expr is None:
+        if origin is None:
             break
+        expr = origin
     return found
 
 
@@ -90,19 +91,23 @@ def _assigns(node: ast.Assign | ast.AnnAssign, name: str) -> bool:
     return any(n.id == name for n in names)
 
 
-def _follow(value: ast.expr) -> ast.expr | None:
-    """What an assigned value comes from, when it names another value."""
+def _follow(value: ast.expr | None) -> ast.expr | None:
+    """What an assigned value comes from, when it names another value (an annotation
+    with no value comes from nothing)."""
     return value if isinstance(value, (ast.Name, ast.Attribute, ast.Subscript)) else None
 
 
-def _enclosing_function(tree: ast.Module, line: int) -> ast.FunctionDef | None:
+_Function = ast.FunctionDef | ast.AsyncFunctionDef
+
+
+def _enclosing_function(tree: ast.Module, line: int) -> _Function | None:
     fns = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
            and n.lineno <= line <= (n.end_lineno or n.lineno)]  # fmt: skip
-    return max(fns, key=lambda n: n.lineno) if fns else None  # type: ignore[return-value]
+    return max(fns, key=lambda n: n.lineno) if fns else None
 
 
 def _caller_argument(
-    tree: ast.Module, fn: ast.FunctionDef, index: int, name: str
+    tree: ast.Module, fn: _Function, index: int, name: str
 ) -> tuple[int, ast.expr | None] | None:
     """The call of ``fn`` (or of its class, for ``__init__``) that passes the parameter."""
     callee = fn.name

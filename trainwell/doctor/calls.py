@@ -17,18 +17,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from trainwell.doctor.sites import LazySite
-
-
-class CallEvent(LazySite):
-    """A watched torch call: ``name`` is what was called (``DataParallel``, ``save``,
-    ``set_anomaly_enabled``, ``clip_grad_norm_``, ``clip_grad_value_``), ``args`` and
-    ``kwargs`` its arguments (for a clip, ``args[0]`` is the list of tensors it clips;
-    for ``DataParallel``, the wrapper object itself)."""
-
-    def __init__(self, name: str, args: tuple, kwargs: dict, frame: Any) -> None:
-        super().__init__(frame)
-        self.name, self.args, self.kwargs = name, args, kwargs
+from trainwell.doctor.events import CallEvent
 
 
 def _data_parallel(doctor: Any) -> Any:

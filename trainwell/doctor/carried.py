@@ -20,8 +20,9 @@ from typing import Any, Protocol
 import torch
 from torch import nn
 
-from trainwell.doctor.events import ForwardRecord, Reporter
+from trainwell.doctor.events import Reporter
 from trainwell.doctor.graph import walk
+from trainwell.doctor.records import ForwardRecord
 from trainwell.doctor.sites import Site, is_user_file
 from trainwell.doctor.source import attribute_site, parse
 
@@ -231,7 +232,8 @@ def modified_parameter(frame: types.FrameType, mod: Modified) -> tuple[str, Any]
 
 
 def _scopes(frame: types.FrameType) -> list[dict[str, Any]]:
-    scopes, f = [], frame
+    scopes: list[dict[str, Any]] = []
+    f: types.FrameType | None = frame
     while f is not None:
         if is_user_file(f.f_code.co_filename):
             scopes += [f.f_locals, f.f_globals]

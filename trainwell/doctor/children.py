@@ -215,7 +215,9 @@ def spawn_main(*args: Any, **kwargs: Any) -> None:
     # nothing: "process is spawned"); in this fresh interpreter it runs this one.
     from multiprocessing import context
 
-    context.SpawnProcess._after_fork = staticmethod(lambda: _after_fork(None))
+    hook = staticmethod(lambda: _after_fork(None))
+    # typeshed does not declare SpawnProcess._after_fork (CPython's multiprocessing has it)
+    context.SpawnProcess._after_fork = hook  # type: ignore[attr-defined]
     mp_spawn.spawn_main(*args, **kwargs)
 
 
@@ -236,6 +238,7 @@ def _after_fork(_: Any) -> None:
     doc.install()
     _State.doc = doc
     _wrap_spawn_target(proc, doc)
+    # This one process's run, watched: an instance attribute over the class's method.
     proc.run = _watched_run(proc.run, doc, Path(folder), label)  # type: ignore[method-assign]
     # Its own children (a launcher that spawns trainers) are watched too: the spawn
     # wrapper is inherited by fork; a spawned child puts it on here.

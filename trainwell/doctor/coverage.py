@@ -11,13 +11,16 @@ from typing import Any
 from torch import nn
 
 from trainwell.doctor.events import CreatedEvent, StepEvent
-from trainwell.doctor.modules import _MODULE_INTERNALS, _held_modules
+from trainwell.doctor.modules import MODULE_INTERNALS, held_modules
 from trainwell.doctor.sites import Site
 
 
 class Coverage:
     """The models and optimizers of a run, and the ids of every weight an optimizer
-    was given (kept: at the end of a run the optimizer itself may be gone)."""
+    was given (kept: at the end of a run the optimizer itself may be gone). One per run
+    (:class:`~trainwell.doctor.trackers.Trackers`), fed by each probe that follows it:
+    every update is idempotent, so the second probe to tell it an event changes
+    nothing."""
 
     def __init__(self) -> None:
         self.models: weakref.WeakSet[nn.Module] = weakref.WeakSet()
@@ -62,8 +65,8 @@ def plain_containers(model: nn.Module) -> Iterator[tuple[nn.Module, str, Any, li
     plain list, tuple or dict attribute of ``model``'s modules that holds some."""
     for module in model.modules():
         for attr, value in vars(module).items():
-            if attr in _MODULE_INTERNALS or not isinstance(value, (list, tuple, dict)):
+            if attr in MODULE_INTERNALS or not isinstance(value, (list, tuple, dict)):
                 continue
-            held = _held_modules(value)
+            held = held_modules(value)
             if held:
                 yield module, attr, value, held

@@ -42,15 +42,17 @@ def explain_common(doc: Any, exc: BaseException, frame: types.FrameType) -> bool
     return True
 
 
-def _statement(frame: types.FrameType) -> ast.AST | None:
+def _statement(frame: types.FrameType) -> ast.stmt | None:
     """The innermost statement of the user's file that spans the frame's line."""
     tree = parse(frame.f_code.co_filename)
-    line, best = frame.f_lineno, None
+    line = frame.f_lineno
+    best_stmt: ast.stmt | None = None
     for node in ast.walk(tree) if tree is not None else ():
-        inside = isinstance(node, ast.stmt) and node.lineno <= line <= (node.end_lineno or line)
-        if inside and (best is None or node.lineno >= best.lineno):
-            best = node
-    return best
+        if not isinstance(node, ast.stmt) or not node.lineno <= line <= (node.end_lineno or line):
+            continue
+        if best_stmt is None or node.lineno >= best_stmt.lineno:
+            best_stmt = node
+    return best_stmt
 
 
 def _numpy(frame: types.FrameType) -> Finding:

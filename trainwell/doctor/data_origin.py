@@ -26,7 +26,7 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
-from trainwell.doctor.nonfinite import _finite, _float_tensors, _guarded, _numpy_rng
+from trainwell.doctor.nonfinite import all_finite, float_tensors, guarded, numpy_rng
 from trainwell.doctor.sites import Site, is_user_file, parse, user_frame, variable_site
 from trainwell.doctor.source import call_name, method, user_class
 
@@ -59,12 +59,12 @@ class _FirstNaN(TorchFunctionMode):
 
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None):
         kwargs = kwargs or {}
-        inputs = _float_tensors((args, kwargs)) if self.site is None else []
-        clean = bool(inputs) and _finite(inputs)
+        inputs = float_tensors((args, kwargs)) if self.site is None else []
+        clean = bool(inputs) and all_finite(inputs)
         out = func(*args, **kwargs)
         if clean:
-            produced = _float_tensors(out)
-            if produced and not _finite(produced):
+            produced = float_tensors(out)
+            if produced and not all_finite(produced):
                 site = Site.of(user_frame(start=sys._getframe(1)))
                 if site is not None and (site.file, site.line) not in self.outside:
                     self.site = site
@@ -79,7 +79,7 @@ def _traced(doc: Any, dataset: Any) -> Site | None:
         outside.add((f.f_code.co_filename, f.f_lineno))
         f = f.f_back
     mode = _FirstNaN(outside)
-    rng = (torch.get_rng_state(), random.getstate(), _numpy_rng())
+    rng = (torch.get_rng_state(), random.getstate(), numpy_rng())
     start = time.perf_counter()
     try:
         with doc.muted(), torch.no_grad(), mode:
@@ -135,7 +135,7 @@ _RISKY = {"log", "log2", "log10", "sqrt", "rsqrt", "div", "true_divide", "recipr
 def _risky_line(fn: ast.AST) -> int | None:
     """The first unguarded division, log or sqrt in ``fn``, or ``None``."""
     lines = [n.lineno for n in ast.walk(fn)
-             if (isinstance(n, ast.Call) and call_name(n) in _RISKY and not _guarded(n))
+             if (isinstance(n, ast.Call) and call_name(n) in _RISKY and not guarded(n))
              or (isinstance(n, ast.BinOp) and isinstance(n.op, ast.Div)
                  and not isinstance(n.right, ast.Constant) and not _eps(n.right))]  # fmt: skip
     return min(lines) if lines else None
@@ -143,13 +143,13 @@ def _risky_line(fn: ast.AST) -> int | None:
 
 def _eps(node: ast.expr) -> bool:
     """A divisor kept off zero: ``std + 1e-8``, ``std.clamp(min=...)``, ``max(std, eps)``."""
-    return _guarded(ast.Call(func=ast.Name("f"), args=[node], keywords=[]))
+    return guarded(ast.Call(func=ast.Name("f"), args=[node], keywords=[]))
 
 
 def _precomputed(dataset: Any) -> Site | None:
     """A ``TensorDataset``'s non-finite tensor, by the user's variable that holds it."""
     bad = [t for t in getattr(dataset, "tensors", ()) if isinstance(t, torch.Tensor)
-           and t.is_floating_point() and not _finite([t])]  # fmt: skip
+           and t.is_floating_point() and not all_finite([t])]  # fmt: skip
     if not bad:
         return None
     return variable_site(sys._getframe(1), lambda v: any(v is t for t in bad), _made)

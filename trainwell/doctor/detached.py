@@ -10,7 +10,7 @@ import types
 from torch import nn
 
 from trainwell.doctor.findings import Finding
-from trainwell.doctor.nonfinite import _loss_assignment
+from trainwell.doctor.nonfinite import loss_assignment
 from trainwell.doctor.sites import Site, parse
 from trainwell.doctor.source import call_name
 
@@ -34,7 +34,7 @@ _CUTS = {
 def explain_detached(models: list[nn.Module], frame: types.FrameType) -> Finding:
     """The finding for a backward on a loss with no graph, raised at ``frame``'s line."""
     backward = Site(frame.f_code.co_filename, frame.f_lineno)
-    site = _loss_assignment(backward) or backward
+    site = loss_assignment(backward) or backward
     cut = _cut_in(site)
     params = [p for m in models for p in m.parameters()]
     if cut is not None:

@@ -6,7 +6,9 @@ hooks and wrappers around ``Tensor.backward``, ``Optimizer.zero_grad``,
 ``LRScheduler.step`` and DataLoader iteration turn its training into events; wrappers
 around the losses, ``GradScaler.step`` / ``update``, ``Module.train``, the optimizer,
 scheduler and DataLoader constructors add the rest. Probes subscribe by having the
-``on_*`` methods of :data:`~trainwell.doctor.events.EVENTS`; a probe that has seen enough
+``on_*`` methods of :data:`~trainwell.doctor.events.EVENTS` (a method named after no
+event is refused); the trackers several probes follow are built once per run and handed
+to them (:mod:`~trainwell.doctor.trackers`); a probe that has seen enough
 unsubscribes and costs nothing after: an event no probe listens to is not even made, and
 a wrapper that only serves such events is taken off torch until a probe subscribes
 again. Everything installed is removed on exit.
@@ -17,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import sys
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -28,19 +30,24 @@ from trainwell.doctor.events import (
     BackwardEvent,
     BatchEvent,
     ForwardEvent,
-    ForwardRecord,
+    Handler,
     LossWatch,
+    Probe,
     StepEvent,
     StopTraining,
+    UpdateEvent,
 )
 from trainwell.doctor.findings import Finding
+from trainwell.doctor.handlers import probe_handlers
 from trainwell.doctor.patches import (
     Patch,
     install_warning_relay,
     remove_warning_relay,
     replacements,
 )
-from trainwell.doctor.sites import variable_name
+from trainwell.doctor.records import ForwardRecord
+from trainwell.doctor.sites import Site, variable_name
+from trainwell.doctor.trackers import Trackers
 
 
 class Dispatcher:
@@ -56,19 +63,26 @@ class Dispatcher:
 
     def __init__(
         self,
-        probes: list[Any],
+        probes: list[Probe],
         max_steps: int | None = None,
-        on_finding: Any = None,
+        on_finding: Callable[[Finding], None] | None = None,
     ) -> None:
         self.probes = probes
-        # Each probe's handlers, looked up once; (id(probe), event) pairs switched off.
-        self._methods = [(p, {n: getattr(p, n) for n in EVENTS if hasattr(p, n)}) for p in probes]
+        # Each probe's handlers, looked up once (a misspelt one refused); (id(probe),
+        # event) pairs switched off.
+        self._methods = [(p, probe_handlers(p)) for p in probes]
         self._owner = {id(m): p for p, ms in self._methods for m in ms.values()}
         self._off: set[tuple[int, str]] = set()
         self._disabled: set[int] = set()
-        self._alarms: dict[int, list[tuple[Any, tuple[str, ...]]]] = {}  # step -> wake-ups
-        self._handlers: dict[str, tuple[Any, ...]] = {}
-        self._nograd: tuple[Any, ...] = ()  # on_forward's and on_nograd_forward's, in order
+        self._alarms: dict[int, list[tuple[Probe, tuple[str, ...]]]] = {}  # step -> wake-ups
+        self._handlers: dict[str, tuple[Handler, ...]] = {}
+        self._nograd: tuple[Handler, ...] = ()  # on_forward's and on_nograd_forward's
+        # What several probes follow, one of each per run, handed to those that attach.
+        self.trackers = Trackers()
+        for probe in probes:
+            attach = getattr(probe, "attach", None)
+            if callable(attach):
+                attach(self.trackers)
         self._patches: list[Patch] = []
         self._serving: dict[str, list[Patch]] = {}  # event -> the wrappers serving it
         self._rebuild()
@@ -103,13 +117,14 @@ class Dispatcher:
         self.last_batch: BatchEvent | None = None
         self._losses = LossWatch()  # for on_nonfinite_loss: one check per backward for all
         self.recent_losses = self._losses.recent
-        self.last_backward: Any = None
+        self.last_backward: weakref.ref[torch.Tensor] | None = None
+        self.backwards = 0  # backward calls so far (a BackwardEvent's index)
         self._backward_seq = -1
         self._prev_backward_seq = -1
         self.seq_before_step = -1
         self.stopped = False  # stopped at max_steps
         # id(dataset) -> where the user built its DataLoader
-        self.loader_sites: dict[int, Any] = {}
+        self.loader_sites: dict[int, Site | None] = {}
 
     # ---- reporting ------------------------------------------------------------------------
 
@@ -169,7 +184,7 @@ class Dispatcher:
 
     # ---- subscriptions ------------------------------------------------------------------------
 
-    def _dispatch(self, method: str, event: Any) -> None:
+    def _dispatch(self, method: str, event: object) -> None:
         if self._muted:
             return
         for handler in self._handlers[method]:
@@ -182,7 +197,7 @@ class Dispatcher:
         """The handler tuples of ``names`` (and the wrappers they need), anew."""
         off, disabled = self._off, self._disabled
 
-        def on(p: Any, name: str) -> bool:
+        def on(p: Probe, name: str) -> bool:
             return id(p) not in disabled and (id(p), name) not in off
 
         for name in names:
@@ -195,7 +210,7 @@ class Dispatcher:
         if self._patches:
             self._sync_patches(names)
 
-    def unsubscribe(self, probe: Any, *events: str, until: int | None = None) -> None:
+    def unsubscribe(self, probe: Probe, *events: str, until: int | None = None) -> None:
         """Stop sending ``events`` to ``probe``: it has seen what it needed, and a probe
         that judges the first steps then costs the training nothing. With ``until``,
         send them again from that optimizer step on (a probe that looks now and then
@@ -213,7 +228,7 @@ class Dispatcher:
         for probe, events in self._alarms.pop(self.steps, ()):
             self.subscribe(probe, *events)
 
-    def subscribe(self, probe: Any, *events: str) -> None:
+    def subscribe(self, probe: Probe, *events: str) -> None:
         """Send ``events`` to ``probe`` again (after :meth:`unsubscribe`): something it
         judges happened anew (a mode switch, a new optimizer)."""
         self._off.difference_update((id(probe), e) for e in events)
@@ -223,7 +238,7 @@ class Dispatcher:
 
             self._pre_hook = optimizer_mod.register_optimizer_step_pre_hook(self._pre_step)
 
-    def _disable(self, handler: Any, exc: Exception) -> None:
+    def _disable(self, handler: Callable[..., None], exc: Exception) -> None:
         probe = self._owner.get(id(handler), getattr(handler, "__self__", handler))
         self.errors.append(f"{type(probe).__name__}: {type(exc).__name__}: {exc}")
         self._disabled.add(id(probe))
@@ -319,9 +334,10 @@ class Dispatcher:
         if fn is not None:
             self._backward_seq = fn._sequence_nr()
         self.last_backward = weakref.ref(tensor)
+        self.backwards += 1
         handlers, nonfinite = self._handlers["on_backward"], self._handlers["on_nonfinite_loss"]
         if (handlers or nonfinite) and not self._muted:
-            event = BackwardEvent(tensor, retain_graph, sys._getframe(2))
+            event = BackwardEvent(tensor, retain_graph, sys._getframe(2), self.backwards)
             for handler in handlers:  # _dispatch's loop, inline: it runs at every backward
                 try:
                     handler(self, event)
@@ -332,9 +348,7 @@ class Dispatcher:
 
     def _pre_step(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
         if self._handlers["on_pre_step"]:
-            # args holds the optimizer itself first, then step's own arguments.
-            closure = (len(args) > 1 and args[1] is not None) or kwargs.get("closure") is not None
-            event = StepEvent(optimizer, self.steps + 1, sys._getframe(1), closure)
+            event = StepEvent(optimizer, self.steps + 1, sys._getframe(1), _closure(args, kwargs))
             self._dispatch("on_pre_step", event)
 
     def count_step(self) -> None:
@@ -349,7 +363,7 @@ class Dispatcher:
         for record in self.step_forwards:
             record.steps = self.steps
         if self._handlers["on_update"]:
-            self._dispatch("on_update", StepEvent(None, self.steps, sys._getframe(1)))
+            self._dispatch("on_update", UpdateEvent(self.steps, sys._getframe(1)))
         if self.max_steps is not None and self.steps >= self.max_steps:
             self.stopped = True
             raise StopTraining(f"stopped after {self.steps} optimizer steps")
@@ -366,7 +380,7 @@ class Dispatcher:
             self._pre_hook = None
         handlers = self._handlers["on_step"]
         if handlers and not self._muted:
-            event = StepEvent(optimizer, self.steps, sys._getframe(1))
+            event = StepEvent(optimizer, self.steps, sys._getframe(1), _closure(args, kwargs))
             for handler in handlers:  # _dispatch's loop, inline: it runs at every step
                 try:
                     handler(self, event)
@@ -376,3 +390,9 @@ class Dispatcher:
         if self.max_steps is not None and self.steps >= self.max_steps:
             self.stopped = True
             raise StopTraining(f"stopped after {self.steps} optimizer steps")
+
+
+def _closure(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """Whether ``optimizer.step`` got a closure: a step hook's ``args`` hold the
+    optimizer itself first, then step's own arguments."""
+    return (len(args) > 1 and args[1] is not None) or kwargs.get("closure") is not None

@@ -1,16 +1,19 @@
-"""The events the doctor sends its probes, and the ``Reporter`` a probe reports to.
+"""The events the doctor sends its probes, the ``Reporter`` a probe reports to, and the
+``Probe`` a probe is.
 
-Probes are plain objects with any of the ``on_*`` methods named in :data:`EVENTS` (and
-``on_end``), duck-typed; each is called with the :class:`Reporter` and the event. A
-forward under ``no_grad`` is sent as ``on_forward`` and then as ``on_nograd_forward``: a
-probe that watches evaluations only subscribes to the second and costs the training
-steps nothing.
+A probe is a plain object with any of the ``on_*`` methods named in :data:`EVENTS` (and
+``on_end``); each is called as ``method(doc, event)`` with the :class:`Reporter` and an
+event of the type :data:`EVENT_TYPES` gives (``on_end(doc)`` with no event). A forward
+under ``no_grad`` is sent as ``on_forward`` and then as ``on_nograd_forward``: a probe
+that watches evaluations only subscribes to the second and costs the training steps
+nothing.
 """
 
 from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -19,7 +22,24 @@ import torch
 from torch import nn
 
 from trainwell.doctor.findings import Finding
-from trainwell.doctor.sites import LazySite, Site, is_user_file, line_of, user_frame
+from trainwell.doctor.records import ForwardRecord
+from trainwell.doctor.sites import LazySite, Site, is_user_file
+
+
+class Probe(Protocol):
+    """What the dispatcher runs: any object. Its ``on_*`` methods are its subscriptions,
+    each named in :data:`EVENTS` (or ``on_end``) and called as ``method(doc, event)``
+    with the event type :data:`EVENT_TYPES` gives; a method named after no event is
+    refused when the dispatcher is made (:func:`~trainwell.doctor.handlers.probe_handlers`).
+    Every subscription is optional, so the Protocol requires no member; two more
+    optional methods: ``attach(trackers)`` (:class:`~trainwell.doctor.trackers.Trackers`:
+    what several probes follow, built once per run) and ``watch_model(model)``.
+
+    Example:
+        >>> class ZeroLr:
+        ...     def on_step(self, doc: Reporter, event: StepEvent) -> None: ...
+        >>> probe: Probe = ZeroLr()
+    """
 
 
 class Reporter(Protocol):
@@ -38,15 +58,19 @@ class Reporter(Protocol):
 
     def count_step(self) -> None: ...
 
-    def unsubscribe(self, probe: Any, *events: str, until: int | None = None) -> None: ...
+    def unsubscribe(self, probe: Probe, *events: str, until: int | None = None) -> None: ...
 
-    def subscribe(self, probe: Any, *events: str) -> None: ...
+    def subscribe(self, probe: Probe, *events: str) -> None: ...
 
     def muted(self) -> AbstractContextManager[None]: ...
 
     def model_name(self, model: nn.Module) -> str: ...
 
     def models(self) -> list[nn.Module]: ...
+
+
+# A probe's method for an event, as the dispatcher calls it (bound to the probe).
+Handler = Callable[[Reporter, Any], None]
 
 
 class ForwardEvent(LazySite):
@@ -67,25 +91,33 @@ class ForwardEvent(LazySite):
         return is_user_file(self._caller)
 
 
-class BackwardEvent(LazySite):
-    """``tensor.backward()`` is about to run. ``memo`` keeps what one probe worked out
-    about this backward for the others (the first cause of a NaN loss): made once."""
+class _Memo:
+    """``memo`` keeps what one probe worked out about this event for the others (who
+    holds tensors at a step, the first cause of a NaN loss): made once, when first
+    asked."""
 
-    # Unread until a probe asks (class defaults: nothing to set at every backward).
-    _value: Any = None
-    _finite: Any = None
-    _read = False
     _memo: dict[str, Any] | None = None
-
-    def __init__(self, tensor: torch.Tensor, retain_graph: bool, frame: Any) -> None:
-        self._frame = frame  # LazySite's, set here: made at every backward
-        self.tensor, self.retain_graph = tensor, retain_graph
 
     @property
     def memo(self) -> dict[str, Any]:
         if self._memo is None:
             self._memo = {}
         return self._memo
+
+
+class BackwardEvent(_Memo, LazySite):
+    """``tensor.backward()`` is about to run, the ``index``-th of the run. ``memo`` keeps
+    what one probe worked out about this backward for the others (the first cause of a
+    NaN loss): made once."""
+
+    # Unread until a probe asks (class defaults: nothing to set at every backward).
+    _value: Any = None
+    _finite: Any = None
+    _read = False
+
+    def __init__(self, tensor: torch.Tensor, retain_graph: bool, frame: Any, index: int) -> None:
+        self._frame = frame  # LazySite's, set here: made at every backward
+        self.tensor, self.retain_graph, self.index = tensor, retain_graph, index
 
     def _read_loss(self) -> None:
         t = self.tensor
@@ -114,8 +146,6 @@ class BackwardEvent(LazySite):
         return self._finite
 
 
-_UNREAD = object()
-
 
 class LossWatch:
     """Whether a backward's loss is NaN/Inf, without a host sync per step: a scalar on
@@ -143,93 +173,7 @@ class LossWatch:
         return not self.backwards % self.DEVICE_EVERY and bool(self.flag)
 
 
-class ForwardRecord:
-    """A training forward of the current step, kept for the explanations that look back
-    at it (a NaN's origin replays it, a crash names a state carried into it): the model,
-    its inputs as given, the autocast state, the step it ran in and the calling line.
-
-    The inputs are held until the next step's first forward: the step itself holds them
-    about that long, and a replay needs them as they were.
-    """
-
-    __slots__ = ("steps", "module", "args", "kwargs", "autocast", "inputs", "code", "lasti",
-                 "globals", "_site")  # fmt: skip
-
-    def __init__(self, steps: int, module: nn.Module, args: tuple, kwargs: dict, frame: Any):
-        self.steps = steps
-        self.module, self.args, self.kwargs = module, args, kwargs
-        # Read now: the state is the caller's, gone once the forward returns.
-        self.autocast = _autocast_state() if _any_autocast() else None
-        # (position, sequence number of its graph node) of the inputs with a graph, read
-        # now: an in-place op on an input later would change its node.
-        first = args[0] if len(args) == 1 else None
-        if isinstance(first, torch.Tensor):  # model(x): the common case, inline
-            fn = first.grad_fn
-            self.inputs = [(0, fn._sequence_nr())] if fn is not None else _NO_INPUTS
-        else:
-            self.inputs = _graph_inputs(args)
-        # The calling instruction; its line is looked up only when asked.
-        self.code, self.lasti = frame.f_code, frame.f_lasti
-        # The caller's module variables: a step function's, scanned for kept tensors when
-        # the engine (not the user's frames) runs the step.
-        self.globals = frame.f_globals
-        # The user's line: the caller's when it is the user's (the common case), else
-        # found now by walking out of the library (the frames go away).
-        user = is_user_file(self.code.co_filename)
-        self._site: Any = _UNREAD if user else Site.of(user_frame(start=frame))
-
-    @property
-    def file(self) -> str:
-        return self.code.co_filename
-
-    @property
-    def line(self) -> int:
-        return line_of(self.code, self.lasti)
-
-    @property
-    def site(self) -> Site | None:
-        """The user's line that ran this forward (through library code, if any)."""
-        return Site(self.file, self.line) if self._site is _UNREAD else self._site
-
-    def autocast_for(self, device_type: str) -> tuple[str, Any] | None:
-        """(device type, dtype) of the autocast the forward ran under on that device."""
-        return next((a for a in self.autocast or () if a[0] == device_type), None)
-
-
-_NO_INPUTS: list[tuple[int, int]] = []  # shared, never changed
-
-
-def _graph_inputs(args: tuple) -> list[tuple[int, int]]:
-    found = []
-    for i, a in enumerate(args[:4]):
-        if isinstance(a, torch.Tensor):
-            if a.grad_fn is not None:
-                found.append((i, a.grad_fn._sequence_nr()))
-        elif isinstance(a, (tuple, list)) and a:
-            # An LSTM's (h, c); a stacked model's list of per-layer (h, c) tuples.
-            flat = [t for v in a[:4] for t in (v[:4] if isinstance(v, (tuple, list)) else (v,))]
-            if all(isinstance(t, torch.Tensor) for t in flat):
-                found += [(i, t.grad_fn._sequence_nr()) for t in flat if t.grad_fn is not None]
-    return found
-
-
-# One C call says whether any autocast is on; the per-device state is read only then.
-_any_autocast = getattr(torch._C, "_is_any_autocast_enabled", lambda: True)
-_AUTOCAST_DEVICES = ("cuda", "cpu", "xpu", "mps", "hpu")
-
-
-def _autocast_state() -> tuple[tuple[str, Any], ...]:
-    state = []
-    for device in _AUTOCAST_DEVICES:
-        try:
-            if torch.is_autocast_enabled(device):
-                state.append((device, torch.get_autocast_dtype(device)))
-        except (RuntimeError, TypeError):  # a device type this torch's autocast lacks
-            continue
-    return tuple(state)
-
-
-@dataclass
+@dataclass(slots=True)
 class BatchEvent:
     """A batch came out of a DataLoader after ``wait_s`` seconds; ``site`` is the user's
     line that iterates the loader (the ``for`` statement). ``queued_s`` is
@@ -245,6 +189,29 @@ class BatchEvent:
     wait_queued_s: float = 0.0
 
 
+@dataclass(slots=True)
+class EpochEndEvent:
+    """A DataLoader's iterator ran out: one pass over ``dataset`` (an epoch, an evaluation)
+    is over."""
+
+    dataset: Any
+
+
+@dataclass(slots=True)
+class ZeroGradEvent:
+    """``optimizer.zero_grad()`` is about to run."""
+
+    optimizer: torch.optim.Optimizer
+
+
+@dataclass(slots=True)
+class SchedulerStepEvent:
+    """``scheduler.step()`` is about to run (a step the user's code takes, not the one a
+    scheduler's constructor takes)."""
+
+    scheduler: Any  # an LRScheduler or ReduceLROnPlateau
+
+
 class LossEvent(LazySite):
     """A classification loss is about to be computed: ``name`` is the functional
     (``cross_entropy``, ``nll_loss``, ``binary_cross_entropy_with_logits``,
@@ -255,68 +222,100 @@ class LossEvent(LazySite):
         self.name, self.input, self.target, self.kwargs = name, input, target, kwargs
 
 
-class ScalerEvent(LazySite):
-    """``GradScaler.step(optimizer)`` was called (``optimizer`` set), or
-    ``GradScaler.update()`` finished (``scale_before`` holds the scale it started from,
-    still on the device: reading it would make the host wait)."""
+class ScalerStepEvent(LazySite):
+    """``GradScaler.step(optimizer)`` was called."""
 
-    def __init__(self, scaler: Any, optimizer: Any, scale_before: Any, frame: Any) -> None:
+    def __init__(self, scaler: Any, optimizer: torch.optim.Optimizer, frame: Any) -> None:
         super().__init__(frame)
-        self.scaler, self.optimizer, self.scale_before = scaler, optimizer, scale_before
+        self.scaler, self.optimizer = scaler, optimizer
 
 
-@dataclass
+class ScalerUpdateEvent(LazySite):
+    """``GradScaler.update()`` finished; ``scale_before`` holds the scale it started from,
+    still on the device: reading it would make the host wait."""
+
+    def __init__(self, scaler: Any, scale_before: torch.Tensor, frame: Any) -> None:
+        super().__init__(frame)
+        self.scaler, self.scale_before = scaler, scale_before
+
+
+@dataclass(slots=True)
 class CreatedEvent:
-    """An optimizer, an LR scheduler or a model's mode switch (``module.train(mode)``)
-    happened at ``site`` in the user's code."""
+    """An optimizer or an LR scheduler was made at ``site`` in the user's code."""
 
     obj: Any
     site: Site | None
-    mode: bool | None = None
 
 
-class StepEvent(LazySite):
-    """``optimizer.step()`` finished; ``frame`` is the user's frame that called it.
-    ``memo`` keeps what one probe worked out at this step for the others (who holds
-    tensors): made once."""
+@dataclass(slots=True)
+class ModeEvent:
+    """The outermost ``module.train(mode)`` (or ``eval()``) of the user's code, at
+    ``site``."""
+
+    module: nn.Module
+    site: Site | None
+    mode: bool
+
+
+class StepEvent(_Memo, LazySite):
+    """``optimizer.step()`` is about to run (``on_pre_step``) or finished (``on_step``);
+    ``frame`` is the user's frame that called it, ``step`` the optimizer steps counted so
+    far with this one."""
 
     def __init__(
-        self, optimizer: torch.optim.Optimizer | None, step: int, frame: Any, closure: bool = False
+        self, optimizer: torch.optim.Optimizer, step: int, frame: Any, closure: bool = False
     ) -> None:
         self._frame = frame  # LazySite's, set here: made at every step
         self.optimizer, self.step = optimizer, step
         self.closure = closure  # step(closure): the gradients are made inside the step
 
-    _memo: dict[str, Any] | None = None
 
-    @property
-    def memo(self) -> dict[str, Any]:
-        if self._memo is None:
-            self._memo = {}
-        return self._memo
+class UpdateEvent(_Memo, LazySite):
+    """A hand-written weight update (no optimizer), counted as step ``step``."""
+
+    def __init__(self, step: int, frame: Any) -> None:
+        self._frame = frame
+        self.step = step
 
 
-EVENTS = (
-    "on_batch",
-    "on_forward",
-    "on_nograd_forward",  # a forward under no_grad / inference_mode (also an on_forward)
-    "on_backward",
-    "on_nonfinite_loss",  # a loss backwarded is NaN/Inf (the event: that backward's)
-    "on_zero_grad",
-    "on_pre_step",  # the optimizer (the event) is about to step
-    "on_step",
-    "on_update",  # a hand-written weight update, counted as a step (no optimizer: None)
-    "on_scheduler_step",
-    "on_epoch_end",
-    "on_loss",
-    "on_scaler_step",
-    "on_scaler_update",
-    "on_mode",
-    "on_optimizer_created",
-    "on_scheduler_created",
-    "on_call",  # a rare torch call worth a look: DataParallel(...), torch.save, anomaly mode
-    "on_clip",  # clip_grad_norm_ / clip_grad_value_ is about to clip
-)
+class CallEvent(LazySite):
+    """A watched torch call: ``name`` is what was called (``DataParallel``, ``save``,
+    ``set_anomaly_enabled``, ``clip_grad_norm_``, ``clip_grad_value_``), ``args`` and
+    ``kwargs`` its arguments (for a clip, ``args[0]`` is the list of tensors it clips;
+    for ``DataParallel``, the wrapper object itself)."""
+
+    def __init__(self, name: str, args: tuple, kwargs: dict, frame: Any) -> None:
+        super().__init__(frame)
+        self.name, self.args, self.kwargs = name, args, kwargs
+
+
+# Each event a probe may subscribe to, and the type of what its handler is given.
+EVENT_TYPES: dict[str, type] = {
+    "on_batch": BatchEvent,
+    "on_forward": ForwardEvent,
+    # a forward under no_grad / inference_mode (also an on_forward)
+    "on_nograd_forward": ForwardEvent,
+    "on_backward": BackwardEvent,
+    "on_nonfinite_loss": BackwardEvent,  # a loss backwarded is NaN/Inf: that backward's
+    "on_zero_grad": ZeroGradEvent,
+    "on_pre_step": StepEvent,
+    "on_step": StepEvent,
+    "on_update": UpdateEvent,  # a hand-written weight update, counted as a step
+    "on_scheduler_step": SchedulerStepEvent,
+    "on_epoch_end": EpochEndEvent,
+    "on_loss": LossEvent,
+    "on_scaler_step": ScalerStepEvent,
+    "on_scaler_update": ScalerUpdateEvent,
+    "on_mode": ModeEvent,
+    "on_optimizer_created": CreatedEvent,
+    "on_scheduler_created": CreatedEvent,
+    # a rare torch call worth a look: DataParallel(...), torch.save, anomaly mode
+    "on_call": CallEvent,
+    "on_clip": CallEvent,  # clip_grad_norm_ / clip_grad_value_ is about to clip
+}
+EVENTS = tuple(EVENT_TYPES)
+# Called once, as ``on_end(doc)``, when the run is over: no event.
+END = "on_end"
 
 # The classification losses the probes look into (labels, probabilities, first loss).
 CLASSIFICATION_LOSSES = ("cross_entropy", "nll_loss", "binary_cross_entropy_with_logits",

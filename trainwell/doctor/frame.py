@@ -7,7 +7,7 @@ re-exported for code written against them.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
 
 from trainwell.doctor.dispatch import Dispatcher
 from trainwell.doctor.events import (
@@ -18,10 +18,14 @@ from trainwell.doctor.events import (
     CreatedEvent,
     ForwardEvent,
     LossEvent,
-    ScalerEvent,
+    Probe,
+    ScalerStepEvent,
+    ScalerUpdateEvent,
     StepEvent,
     StopTraining,
+    UpdateEvent,
 )
+from trainwell.doctor.findings import Finding
 from trainwell.doctor.registry import default_probes
 from trainwell.doctor.sites import Site, here, is_user_file, user_frame
 
@@ -38,7 +42,10 @@ class Doctor(Dispatcher):
     """
 
     def __init__(
-        self, probes: list[Any] | None = None, max_steps: int | None = None, on_finding: Any = None
+        self,
+        probes: list[Probe] | None = None,
+        max_steps: int | None = None,
+        on_finding: Callable[[Finding], None] | None = None,
     ) -> None:
         super().__init__(
             probes=default_probes() if probes is None else probes,
@@ -62,10 +69,13 @@ __all__ = [
     "Doctor",
     "ForwardEvent",
     "LossEvent",
-    "ScalerEvent",
+    "Probe",
+    "ScalerStepEvent",
+    "ScalerUpdateEvent",
     "Site",
     "StepEvent",
     "StopTraining",
+    "UpdateEvent",
     "here",
     "is_user_file",
     "user_frame",

@@ -1,67 +1,120 @@
 """Whether an optimizer steps on fresh gradients: what the ``step-before-backward`` and
-``loss-no-gradient`` probes both follow over an optimizer's first steps."""
+``loss-no-gradient`` probes both follow over an optimizer's first steps.
+
+:class:`FreshGradients` is the run's record (one per run, from the dispatcher's
+:class:`~trainwell.doctor.trackers.Trackers`), fed by each probe that follows it, and
+idempotent: the second probe to hear a backward or a step changes nothing.
+:class:`GradientVerdicts` is one probe's view of it: which optimizers that probe has
+judged, and its run of bad steps.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+
+import torch
 
 from trainwell.doctor.events import BackwardEvent, StepEvent
+from trainwell.doctor.sites import Site
+from trainwell.doctor.trackers import Trackers
 
 
-class _State:
-    __slots__ = ("steps", "off", "backwards_at_step", "zeroed_at", "run")
+class _Counts:
+    __slots__ = ("steps", "last_step", "backwards_at_step", "zeroed_at")
 
     def __init__(self) -> None:
         self.steps = 0
-        self.run = 0  # steps in a row with the verdict a probe looks for
-        self.off = False
-        self.backwards_at_step = 0  # the backward count at this optimizer's last step
-        self.zeroed_at = -1  # the backward count at this optimizer's last zero_grad
+        self.last_step = -1  # the dispatcher's step count at the last step counted
+        self.backwards_at_step = 0  # the backward index at this optimizer's last step
+        self.zeroed_at = -1  # the backward index at this optimizer's last zero_grad
 
 
 class FreshGradients:
-    """Each optimizer's first ``check`` steps, told apart at the step: ``"fresh"`` (some
-    parameter holds a non-zero gradient), ``"zero"`` (a backward ran since the last step
-    and was not cleared, yet every gradient is exactly zero) or ``"stale"`` (no gradient:
-    nothing backwarded since the last step, or a ``zero_grad`` after it).
-    ``step(closure)`` and steps under a GradScaler are not told (``None``)."""
+    """The backwards, ``zero_grad`` calls and steps of a run's optimizers, as the
+    fresh-gradient verdicts need them; the optimizers stepped under a GradScaler."""
 
-    def __init__(self, check: int) -> None:
-        self.check = check
-        self.state: dict[int, _State] = {}
-        self.backwards = 0
-        self.backward_site: Any = None  # (pin) of the last backward
+    def __init__(self) -> None:
+        self.backwards = 0  # the index of the last backward heard
+        self.backward_site: Callable[[], Site | None] | None = None  # (pin) of the last one
         self.scaled: set[int] = set()
+        self.counts: dict[int, _Counts] = {}  # id(optimizer) -> what it did
 
-    def _state(self, optimizer: Any) -> _State:
-        st = self.state.get(id(optimizer))
-        if st is None:
-            st = self.state[id(optimizer)] = _State()
-        return st
+    def of(self, optimizer: torch.optim.Optimizer) -> _Counts:
+        counts = self.counts.get(id(optimizer))
+        if counts is None:
+            counts = self.counts[id(optimizer)] = _Counts()
+        return counts
 
     def backward(self, event: BackwardEvent) -> None:
-        self.backwards += 1
-        self.backward_site = event.pin()
+        if event.index != self.backwards:  # the first probe to hear it
+            self.backwards = event.index
+            self.backward_site = event.pin()
 
-    def zero_grad(self, optimizer: Any) -> None:
-        self._state(optimizer).zeroed_at = self.backwards
+    def zero_grad(self, optimizer: torch.optim.Optimizer) -> None:
+        self.of(optimizer).zeroed_at = self.backwards
 
-    def scaler_step(self, optimizer: Any) -> None:
+    def scaler_step(self, optimizer: torch.optim.Optimizer) -> None:
         self.scaled.add(id(optimizer))
+
+    def stepped(self, event: StepEvent) -> int:
+        """Count the step (once, whichever probe tells it first); the optimizer's
+        steps so far."""
+        counts = self.of(event.optimizer)
+        if counts.last_step != event.step:
+            counts.last_step = event.step
+            counts.steps += 1
+            counts.backwards_at_step = self.backwards
+        return counts.steps
+
+
+class GradientVerdicts:
+    """One probe's verdicts over each optimizer's first ``check`` steps, told apart at
+    the step: ``"fresh"`` (some parameter holds a non-zero gradient), ``"zero"`` (a
+    backward ran since the last step and was not cleared, yet every gradient is exactly
+    zero) or ``"stale"`` (no gradient: nothing backwarded since the last step, or a
+    ``zero_grad`` after it). ``step(closure)`` and steps under a GradScaler are not told
+    (``None``).
+
+    Example:
+        >>> verdicts = GradientVerdicts(Trackers(), check=12)
+        >>> verdicts.done()
+        True
+    """
+
+    def __init__(self, trackers: Trackers, check: int) -> None:
+        self.shared = trackers.get(FreshGradients)
+        self.check = check
+        self.off: set[int] = set()  # optimizers judged
+        self.runs: dict[int, int] = {}  # id(optimizer) -> steps in a row with the verdict
+
+    @property
+    def backward_site(self) -> Callable[[], Site | None] | None:
+        return self.shared.backward_site
+
+    def backward(self, event: BackwardEvent) -> None:
+        self.shared.backward(event)
+
+    def zero_grad(self, optimizer: torch.optim.Optimizer) -> None:
+        self.shared.zero_grad(optimizer)
+
+    def scaler_step(self, optimizer: torch.optim.Optimizer) -> None:
+        self.shared.scaler_step(optimizer)
 
     def verdict(self, event: StepEvent) -> str | None:
         """How the optimizer about to step stands (``None``: not judged)."""
-        st = self._state(event.optimizer)
-        if st.off:
+        optimizer, shared = event.optimizer, self.shared
+        counts = shared.of(optimizer)
+        if id(optimizer) in self.off:
             return None
-        if event.closure or id(event.optimizer) in self.scaled:
-            self.stop(event.optimizer)
+        if event.closure or id(optimizer) in shared.scaled:
+            self.stop(optimizer)
             return None
-        grads = [p.grad for g in event.optimizer.param_groups for p in g["params"]
+        grads = [p.grad for g in optimizer.param_groups for p in g["params"]
                  if p.grad is not None]  # fmt: skip
         if any(bool(g.any()) for g in grads):
             return "fresh"
-        if grads and self.backwards > st.backwards_at_step and st.zeroed_at < self.backwards:
+        backwards = shared.backwards
+        if grads and backwards > counts.backwards_at_step and counts.zeroed_at < backwards:
             return "zero"  # a fresh backward, not cleared since, left only zeros
         return "stale"
 
@@ -70,30 +123,28 @@ class FreshGradients:
         ``bad``, how many steps in a row have had it, this one included (a fresh step
         starts the count anew), else 0."""
         verdict = self.verdict(event)
-        st = self._state(event.optimizer)
+        key = id(event.optimizer)
         if verdict == "fresh":
-            st.run = 0
+            self.runs[key] = 0
         elif verdict == bad:
-            st.run += 1
-        return st.run if verdict == bad else 0
+            self.runs[key] = self.runs.get(key, 0) + 1
+        return self.runs.get(key, 0) if verdict == bad else 0
 
     def stepped(self, event: StepEvent) -> int | None:
         """Count the step; the optimizer's steps so far (``None`` once it is judged)."""
-        st = self._state(event.optimizer)
-        if st.off:
+        if id(event.optimizer) in self.off:
             return None
-        st.steps += 1
-        st.backwards_at_step = self.backwards
-        if st.steps >= self.check:
+        steps = self.shared.stepped(event)
+        if steps >= self.check:
             self.stop(event.optimizer)
-        return st.steps
+        return steps
 
-    def steps(self, optimizer: Any) -> int:
-        return self._state(optimizer).steps
+    def steps(self, optimizer: torch.optim.Optimizer) -> int:
+        return self.shared.of(optimizer).steps
 
-    def stop(self, optimizer: Any) -> None:
-        self._state(optimizer).off = True
+    def stop(self, optimizer: torch.optim.Optimizer) -> None:
+        self.off.add(id(optimizer))
 
     def done(self) -> bool:
         """Every optimizer seen is judged."""
-        return all(s.off for s in self.state.values())
+        return all(key in self.off for key in self.shared.counts)

@@ -24,7 +24,7 @@ _OUT_ARG = {"Linear": ("out_features", 1), "LazyLinear": ("out_features", 0),
 def _outputs(m: nn.Module) -> int | None:
     if isinstance(m, (nn.Linear, nn.LazyLinear)):
         return m.out_features
-    if isinstance(m, _HEADS):
+    if isinstance(m, (nn.Conv1d, nn.Conv2d, nn.Conv3d)):
         return m.out_channels
     return None
 
@@ -62,7 +62,7 @@ def _in_owner(model: nn.Module, path: str, classes: int) -> tuple[str, Any, ast.
             continue
         site = attribute_site(type(owner), attr)
         tree = parse(site.file) if site is not None else None
-        if tree is None:
+        if site is None or tree is None:
             return None
         statements = [n for n in ast.walk(tree) if isinstance(n, (ast.Assign, ast.AnnAssign))
                       and n.lineno == site.line]  # fmt: skip
@@ -77,12 +77,14 @@ def _in_owner(model: nn.Module, path: str, classes: int) -> tuple[str, Any, ast.
 def _layer_calls(node: ast.AST, classes: int, strict: bool = True) -> list[ast.Call]:
     """The layer constructions under ``node`` whose number of outputs is ``classes``
     written out, or a name that says classes; with ``strict`` off, any layer."""
-    found = []
+    found: list[ast.Call] = []
     for call in ast.walk(node):
-        name = call_name(call) if isinstance(call, ast.Call) else None
-        if name not in _OUT_ARG:
+        if not isinstance(call, ast.Call):
             continue
-        out = argument(call, *_OUT_ARG[name])  # type: ignore[arg-type]
+        name = call_name(call)
+        if name is None or name not in _OUT_ARG:
+            continue
+        out = argument(call, *_OUT_ARG[name])
         if out is None:
             continue
         literal = isinstance(out, ast.Constant) and out.value == classes
@@ -90,7 +92,7 @@ def _layer_calls(node: ast.AST, classes: int, strict: bool = True) -> list[ast.C
         named = any(w in text for w in ("class", "label", "categor", "n_out", "num_out"))
         if literal or named or not strict:
             found.append(call)
-    return sorted(found, key=lambda c: c.lineno)  # type: ignore[arg-type]
+    return sorted(found, key=lambda c: c.lineno)
 
 
 def _with_origin(file: str, tree: Any, call: ast.Call) -> tuple[Site, list[dict[str, Any]]]:

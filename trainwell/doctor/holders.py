@@ -16,7 +16,7 @@ from trainwell.doctor.graph import walk as _walk
 from trainwell.doctor.sites import is_user_file, parse
 
 
-class _Holder:
+class Holder:
     """A user variable or attribute that holds tensors."""
 
     def __init__(self, name: str, value: Any, owner: str | None, cls: type | None) -> None:
@@ -45,13 +45,13 @@ _NOT_HOLDERS = (types.ModuleType, type, types.FunctionType, types.BuiltinFunctio
                 types.MethodType, str, int, float, bool, type(None))  # fmt: skip
 
 
-def _holders(
+def holders(
     frame: types.FrameType | None, seen_objects: set[int], modules: tuple[dict, ...] = ()
-) -> list[tuple[str, _Holder]]:
+) -> list[tuple[str, Holder]]:
     """The user's variables worth measuring, with a stable path for each: those of the
     user's frames on the stack from ``frame`` out, and the globals of ``modules`` (the
     user's modules whose code runs from the engine's frames: a step function's)."""
-    found: list[tuple[str, _Holder]] = []
+    found: list[tuple[str, Holder]] = []
     # id -> (variables, their file); frames of one file share their globals
     scopes: dict[int, tuple[dict[str, Any], str | None]] = {}
     f = frame
@@ -64,22 +64,22 @@ def _holders(
         f = f.f_back
     for module in modules:
         scopes.setdefault(id(module), (module, module.get("__file__")))
-    for scope, file in scopes.values():
+    for scope, scope_file in scopes.values():
         for name, value in list(scope.items()):
             if isinstance(value, _NOT_HOLDERS) or name.startswith("__"):
                 continue
             if _holds_tensors(value):
                 held = _held(name, name, value, None, None)
                 for _, holder in held:
-                    holder.file = file
+                    holder.file = scope_file
                 found += held
             elif _is_user_object(value) and id(value) not in seen_objects:
                 seen_objects.add(id(value))
-                found += _attributes(name, value, seen_objects)
+                found += attributes(name, value, seen_objects)
     return found
 
 
-def _attributes(owner: str, obj: Any, seen: set[int]) -> list[tuple[str, _Holder]]:
+def attributes(owner: str, obj: Any, seen: set[int]) -> list[tuple[str, Holder]]:
     found = []
     objects = [(owner, obj)]
     if isinstance(obj, nn.Module):
@@ -97,7 +97,7 @@ def _attributes(owner: str, obj: Any, seen: set[int]) -> list[tuple[str, _Holder
                 ):
                     value = cell.cell_contents
                     if _holds_tensors(value):
-                        holder = _Holder(cell_name, value, None, None)
+                        holder = Holder(cell_name, value, None, None)
                         found.append((f"{path}<hook>.{cell_name}", holder))
         for name, value in attrs.items():
             if name.startswith("_") or name in skip:
@@ -109,14 +109,14 @@ def _attributes(owner: str, obj: Any, seen: set[int]) -> list[tuple[str, _Holder
 
 def _held(
     path: str, name: str, value: Any, owner: str | None, cls: type | None
-) -> list[tuple[str, _Holder]]:
+) -> list[tuple[str, Holder]]:
     """A holder for ``value``, and for the containers and tensors one level inside a
     dict of them (``history["loss"].append(loss)``, ``stats["total"] += loss``)."""
-    found = [(path, _Holder(name, value, owner, cls))]
+    found = [(path, Holder(name, value, owner, cls))]
     if isinstance(value, dict):
         for key, inner in list(value.items())[:100]:
             if isinstance(inner, (list, deque, dict)) or _has_graph(inner):
-                holder = _Holder(name, inner, owner, cls)
+                holder = Holder(name, inner, owner, cls)
                 holder.key = key
                 found.append((f"{path}[{key!r}]", holder))
     return found
@@ -133,7 +133,8 @@ def _is_user_object(value: Any) -> bool:
         return True
     if not hasattr(value, "__dict__") or isinstance(value, (types.FunctionType, types.MethodType)):
         return False
-    return _is_user_class(type(value))
+    cls: type = type(value)  # a class (type[Any] reads as unhashable to mypy)
+    return _is_user_class(cls)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -145,14 +146,14 @@ def _is_user_class(cls: type) -> bool:
     return mod is not None and is_user_file(getattr(mod, "__file__", "") or "<>")
 
 
-def _grows(history: dict[str, deque[int]], path: str, size: int, steps: int) -> bool:
+def grows(history: dict[str, deque[int]], path: str, size: int, steps: int) -> bool:
     """Record ``size``; True when it grew at each of the last ``steps`` observations."""
     hist = history.setdefault(path, deque(maxlen=steps + 1))
     hist.append(size)
     return len(hist) == hist.maxlen and all(b > a for a, b in zip(hist, list(hist)[1:]))
 
 
-def _bytes_held(value: Any) -> int:
+def bytes_held(value: Any) -> int:
     items = value.values() if isinstance(value, dict) else value
     return sum(v.element_size() * v.numel() for v in items if isinstance(v, torch.Tensor))
 
@@ -161,7 +162,7 @@ def _has_graph(t: Any) -> bool:
     return isinstance(t, torch.Tensor) and t.grad_fn is not None
 
 
-def _nested_graph(item: Any) -> bool:
+def nested_graph(item: Any) -> bool:
     if isinstance(item, (tuple, list)) and len(item) <= 16:
         return any(_has_graph(v) for v in item)
     if isinstance(item, dict) and len(item) <= 16:
@@ -169,25 +170,25 @@ def _nested_graph(item: Any) -> bool:
     return False
 
 
-def _graph_size(root: Any, limit: int) -> int:
+def graph_size(root: Any, limit: int) -> int:
     return sum(1 for _ in _walk(root, limit))
 
 
-def _user_files(holder: _Holder) -> list[str]:
+def _user_files(holder: Holder) -> list[str]:
     import sys
 
     files = [holder.file] if holder.file else []
     if holder.cls is not None:
         mod = sys.modules.get(holder.cls.__module__)
         if mod is not None and getattr(mod, "__file__", None):
-            files.append(mod.__file__)
+            files.append(mod.__file__ or "")
     main = sys.modules.get("__main__")
     if main is not None and getattr(main, "__file__", None):
-        files.append(main.__file__)
+        files.append(main.__file__ or "")
     return [f for f in dict.fromkeys(files) if f and is_user_file(f)]
 
 
-def _store_site(holder: _Holder, container: bool) -> tuple[str, int, int | None] | None:
+def store_site(holder: Holder, container: bool) -> tuple[str, int, int | None] | None:
     """The statement that stores into the holder, and where the stored tensor is made.
     A holder ``d[key]`` is looked for as ``d["key"]`` first, then as ``d[name]`` (a loop
     over the keys)."""
@@ -208,7 +209,7 @@ def _store_site(holder: _Holder, container: bool) -> tuple[str, int, int | None]
 
 
 def _helper_call(
-    tree: ast.Module, holder: _Holder, line: int, value: ast.AST | None
+    tree: ast.Module, holder: Holder, line: int, value: ast.AST | None
 ) -> tuple[str, int] | None:
     """A helper method (``AverageMeter.update(self, val, n)``) storing one of its own
     arguments: the caller's line (``meter.update(loss, n)``), where ``.item()`` goes."""
@@ -229,7 +230,7 @@ def _helper_call(
     return None
 
 
-def _target_matches(node: ast.AST, holder: _Holder, loose: bool = False) -> bool:
+def _target_matches(node: ast.AST, holder: Holder, loose: bool = False) -> bool:
     if holder.key is not None:
         inner = node.value if isinstance(node, ast.Subscript) else None
         named = (isinstance(inner, ast.Name) and inner.id == holder.name) or (
@@ -239,7 +240,7 @@ def _target_matches(node: ast.AST, holder: _Holder, loose: bool = False) -> bool
         )
         if not named:
             return False
-        key = node.slice  # type: ignore[union-attr]
+        key = node.slice if isinstance(node, ast.Subscript) else None
         if isinstance(key, ast.Constant):
             return key.value == holder.key
         return loose  # d[name]: any key
@@ -249,7 +250,7 @@ def _target_matches(node: ast.AST, holder: _Holder, loose: bool = False) -> bool
 
 
 def _stores(
-    node: ast.AST, holder: _Holder, container: bool, loose: bool = False
+    node: ast.AST, holder: Holder, container: bool, loose: bool = False
 ) -> tuple[int, ast.AST | None] | None:
     def matches(target: ast.AST) -> bool:
         return _target_matches(target, holder, loose)

@@ -15,7 +15,12 @@ from __future__ import annotations
 
 import signal
 import threading
+from collections.abc import Callable
 from types import FrameType
+from typing import Any
+
+# What signal.signal takes and returns (None: a handler set outside Python).
+_Handler = Callable[[int, FrameType | None], Any] | int | None
 
 
 class Terminated(BaseException):
@@ -38,7 +43,7 @@ class SignalWatch:
 
     def __init__(self) -> None:
         self.signum: int | None = None  # the first SIGINT / SIGTERM received
-        self._previous: dict[int, object] = {}
+        self._previous: dict[int, _Handler] = {}
 
     def __enter__(self) -> SignalWatch:
         # Handlers can only be set from the main thread (a notebook's worker thread keeps
@@ -54,7 +59,8 @@ class SignalWatch:
         # Back to the previous handlers before the report is built: a second Ctrl-C
         # while it is written then stops the doctor itself, as a user expects.
         for sig, handler in self._previous.items():
-            signal.signal(sig, handler)  # type: ignore[arg-type]
+            if handler is not None:  # None: set outside Python, and cannot be put back
+                signal.signal(sig, handler)
         self._previous.clear()
 
     def _interrupt(self, signum: int, frame: FrameType | None) -> None:

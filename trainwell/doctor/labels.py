@@ -5,6 +5,7 @@ before it computes a first loss (one with bad labels would raise)."""
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -85,16 +86,21 @@ def label_origin(event: LossEvent, batch: BatchEvent | None) -> Site | None:
     behind = [t for t in tensors if isinstance(t, torch.Tensor) and not t.is_floating_point()]
     for wanted in (behind, [event.target, event.target._base]):
         ids = {id(t) for t in wanted if t is not None}
-        site = variable_site(frame, lambda v, ids=ids: id(v) in ids, _assigned) if ids else None
+        site = variable_site(frame, _one_of(ids), assigned_line) if ids else None
         if site is not None:
             return site
     # y[idx] copies: the variable the loss's target expression indexes.
     name = _target_name(frame.f_code.co_filename, frame.f_lineno)
     value = frame.f_locals.get(name, frame.f_globals.get(name)) if name else None
-    if isinstance(value, torch.Tensor) and not value.is_floating_point():
-        line = _assigned(frame.f_code.co_filename, name)
+    if name and isinstance(value, torch.Tensor) and not value.is_floating_point():
+        line = assigned_line(frame.f_code.co_filename, name)
         return Site(frame.f_code.co_filename, line) if line else None
     return None
+
+
+def _one_of(ids: set[int]) -> Callable[[object], bool]:
+    """Whether a value is one of the objects ``ids`` names."""
+    return lambda value: id(value) in ids
 
 
 def _target_name(file: str, line: int) -> str | None:
@@ -110,7 +116,7 @@ def _target_name(file: str, line: int) -> str | None:
     return None
 
 
-def _assigned(file: str, name: str) -> int | None:
+def assigned_line(file: str, name: str) -> int | None:
     """The last line that makes ``name`` (``name = ...``, not ``name = name.to(device)``)
     in ``file``."""
     tree = parse(file)

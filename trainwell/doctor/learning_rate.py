@@ -30,7 +30,7 @@ def lr_related(
     tree = parse(site.file)
     call = call_at(tree, site.line, (type(optimizer).__name__,)) if tree is not None else None
     expr = argument(call, "lr", 1) if call is not None else None
-    if expr is None:
+    if expr is None or tree is None:
         return related, f"the default lr={optimizer.defaults.get('lr')}"
     for line in origin_lines(tree, expr, site.line):
         related.append({"file": site.file, "line": line, "what": "the learning rate's value"})

@@ -35,6 +35,8 @@ from typing import Any
 
 import torch
 
+from trainwell.doctor.events import Reporter, StepEvent, UpdateEvent
+
 _MB = 2**20
 CSV_NAME, PLOT_NAME, SUMMARY_NAME, OOM_NAME = (
     "memory.csv", "memory.png", "memory_summary.txt", "memory_oom.txt",
@@ -111,10 +113,10 @@ class MemorySeries:
         self._every = 1  # scan live tensors at every this many steps
         self._t0 = self._last = time.perf_counter()
 
-    def on_step(self, doc: Any, event: Any) -> None:
+    def on_step(self, doc: Reporter, event: StepEvent) -> None:
         self.sample(event.step)
 
-    def on_update(self, doc: Any, event: Any) -> None:
+    def on_update(self, doc: Reporter, event: UpdateEvent) -> None:
         self.sample(event.step)
 
     @staticmethod
@@ -254,10 +256,10 @@ class ScriptProfile:
         self.profiler = StepProfiler(out_dir, warmup=warmup, active=active, device=device,
                                      with_stack=False)  # fmt: skip
 
-    def on_step(self, doc: Any, event: Any) -> None:
+    def on_step(self, doc: Reporter, event: StepEvent) -> None:
         self.profiler.step()
 
-    def on_update(self, doc: Any, event: Any) -> None:
+    def on_update(self, doc: Reporter, event: UpdateEvent) -> None:
         self.profiler.step()
 
     def close(self) -> list[str]:

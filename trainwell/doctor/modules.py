@@ -12,19 +12,19 @@ from trainwell.doctor.source import (
     user_class,
 )
 
-_DROPOUT = nn.modules.dropout._DropoutNd
+DROPOUT = nn.modules.dropout._DropoutNd
 
 
-_NORM = nn.modules.batchnorm._BatchNorm
+NORM = nn.modules.batchnorm._BatchNorm
 
 
 _MODE_DEPENDENT = (nn.modules.dropout._DropoutNd, nn.modules.batchnorm._BatchNorm)
 
 
-_MODULE_INTERNALS = frozenset(vars(nn.Module()))
+MODULE_INTERNALS = frozenset(vars(nn.Module()))
 
 
-def _mode_modules(model: nn.Module, cache: weakref.WeakKeyDictionary) -> list[nn.Module]:
+def mode_modules(model: nn.Module, cache: weakref.WeakKeyDictionary) -> list[nn.Module]:
     """The dropout (p > 0) and batch-norm (with running statistics) modules of ``model``:
     the ones whose output depends on train/eval mode. Cached per model."""
     found = cache.get(model)
@@ -32,13 +32,13 @@ def _mode_modules(model: nn.Module, cache: weakref.WeakKeyDictionary) -> list[nn
         found = cache[model] = [
             m
             for m in model.modules()
-            if (isinstance(m, _DROPOUT) and m.p > 0)
-            or (isinstance(m, _NORM) and m.track_running_stats)
+            if (isinstance(m, DROPOUT) and m.p > 0)
+            or (isinstance(m, NORM) and m.track_running_stats)
         ]
     return found
 
 
-def _held_modules(value: Any) -> list[Any]:
+def held_modules(value: Any) -> list[Any]:
     items = value.values() if isinstance(value, dict) else value
     held = []
     for item in items:
@@ -49,11 +49,11 @@ def _held_modules(value: Any) -> list[Any]:
     return held
 
 
-def _params(obj: Any) -> list[nn.Parameter]:
+def params_of(obj: Any) -> list[nn.Parameter]:
     return [obj] if isinstance(obj, nn.Parameter) else list(obj.parameters())
 
 
-def _parent(model: nn.Module, name: str) -> tuple[nn.Module | None, str]:
+def parent_of(model: nn.Module, name: str) -> tuple[nn.Module | None, str]:
     """The module that owns ``name`` as an attribute, and the attribute's name."""
     if not name:
         return None, ""
@@ -62,5 +62,5 @@ def _parent(model: nn.Module, name: str) -> tuple[nn.Module | None, str]:
     # Children of library modules (nn.Sequential's numbered items, MultiheadAttention's
     # out_proj) are reached through the library module's own name in the user's class.
     if path and (attr.isdigit() or user_class(type(parent)) is None):
-        return _parent(model, path)
+        return parent_of(model, path)
     return parent, attr

@@ -7,6 +7,7 @@ import ast
 import math
 import random
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -19,7 +20,7 @@ from trainwell.doctor.sites import Site, parse, user_frame
 from trainwell.doctor.source import call_name
 
 
-def _float_tensors(
+def float_tensors(
     value: Any, out: list[torch.Tensor] | None = None, depth: int = 0
 ) -> list[torch.Tensor]:
     """The floating-point tensors in ``value`` (nested tuples, lists and dicts)."""
@@ -29,17 +30,17 @@ def _float_tensors(
             out.append(value)
     elif isinstance(value, (list, tuple)):
         for v in value:
-            _float_tensors(v, out, depth)
+            float_tensors(v, out, depth)
     elif isinstance(value, dict):
         for v in value.values():
-            _float_tensors(v, out, depth)
+            float_tensors(v, out, depth)
     elif depth < 2 and hasattr(value, "__dict__") and not isinstance(value, (type, nn.Module)):
         for v in vars(value).values():  # a batch object of the user's (a dataclass)
-            _float_tensors(v, out, depth + 1)
+            float_tensors(v, out, depth + 1)
     return out
 
 
-def _finite(tensors: list[torch.Tensor]) -> bool:
+def all_finite(tensors: list[torch.Tensor]) -> bool:
     return all(bool(torch.isfinite(t).all()) for t in tensors if t.numel())
 
 
@@ -68,12 +69,12 @@ class _Origin(TorchFunctionMode):
         # The inputs are judged before the call: an in-place op overwrites them. An op
         # given an infinite number on purpose (masked_fill(mask, -inf), a causal mask
         # made with torch.full) is not where a NaN begins.
-        clean = self.found is None and _finite(_float_tensors((args, kwargs)))
+        clean = self.found is None and all_finite(float_tensors((args, kwargs)))
         clean = clean and not _nonfinite_scalar((args, kwargs))
         out = func(*args, **kwargs)
         if clean:
-            produced = _float_tensors(out)
-            if produced and not _finite(produced):
+            produced = float_tensors(out)
+            if produced and not all_finite(produced):
                 site = Site.of(user_frame(start=sys._getframe(1)))
                 self.found = {
                     "op": getattr(func, "__name__", str(func)),
@@ -83,7 +84,7 @@ class _Origin(TorchFunctionMode):
         return out
 
 
-def _replay(
+def replay(
     doc: Reporter, model: nn.Module, args: tuple, kwargs: dict, autocast: Any,
     names: dict[int, str],
 ) -> tuple[dict[str, Any] | None, bool]:
@@ -119,7 +120,7 @@ def _replay(
             cast = torch.autocast(autocast[0], dtype=autocast[1]) if autocast else None
             with mode, cast if cast is not None else _nothing():
                 output = model(*args, **kwargs)
-        finite_output = _finite(_float_tensors(output))
+        finite_output = all_finite(float_tensors(output))
     except Exception:
         return None, True  # a replay that fails explains nothing; never disturb the run
     finally:
@@ -139,7 +140,7 @@ class _SavedState:
         self.rng = torch.get_rng_state()
         # A model may draw from Python's or NumPy's RNG (layerdrop).
         self.py_rng = random.getstate()
-        self.np_rng = _numpy_rng()
+        self.np_rng = numpy_rng()
         self.cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
 
     def restore(self) -> None:
@@ -158,12 +159,12 @@ class _SavedState:
             torch.cuda.set_rng_state_all(self.cuda_rng)
 
 
-def _numpy_rng() -> Any:
+def numpy_rng() -> Any:
     numpy = sys.modules.get("numpy")
     return numpy.random.get_state() if numpy is not None else None
 
 
-def _nan_data_in_graph(loss: torch.Tensor, limit: int = 2000) -> bool:
+def nan_data_in_graph(loss: torch.Tensor, limit: int = 2000) -> bool:
     """Whether the loss's graph saved a data tensor (no history, e.g. the targets)
     holding NaN."""
     if loss.grad_fn is None:
@@ -208,7 +209,7 @@ def _backwarded_name(tree: ast.Module, line: int) -> str | None:
     return name
 
 
-def _loss_assignment(backward: Site) -> Site | None:
+def loss_assignment(backward: Site) -> Site | None:
     """The statement that computed the tensor ``backward`` was called on (``loss = ...``
     before ``loss.backward()`` in the same function)."""
     tree = parse(backward.file)
@@ -239,7 +240,7 @@ def _loss_assignment(backward: Site) -> Site | None:
     return Site(backward.file, assign.lineno)
 
 
-def _guarded(call: ast.Call) -> bool:
+def guarded(call: ast.Call) -> bool:
     """A call whose argument is kept in range: log(p.clamp(min=1e-7)), sqrt(x + eps)."""
     for node in ast.walk(ast.Tuple(elts=list(call.args), ctx=ast.Load())):
         if call_name(node) in ("clamp", "clamp_min", "clip", "maximum", "max", "abs", "softplus"):
@@ -265,7 +266,7 @@ def _risky_line(fn: ast.FunctionDef) -> int:
         for n in ast.walk(fn)
         if isinstance(n, ast.Call)
         and call_name(n) in _RISKY
-        and not _guarded(n)
+        and not guarded(n)
     ]
     divisions = [
         n.lineno
@@ -279,10 +280,11 @@ def _risky_line(fn: ast.FunctionDef) -> int:
     return max(returns) if returns else fn.lineno
 
 
-def _finite_norms(grads: list[torch.Tensor]) -> bool:
+def finite_norms(grads: list[torch.Tensor]) -> bool:
     """Whether every gradient is finite: the max-abs norm, which (unlike the 2-norm) does
     not overflow on large finite values and is NaN when any element is. One fused norm
     and one read when the gradients share a device and a dtype (the common case)."""
+    norms: Sequence[torch.Tensor]
     try:
         norms = torch._foreach_norm(grads, float("inf"))
     except (RuntimeError, TypeError):
@@ -293,7 +295,7 @@ def _finite_norms(grads: list[torch.Tensor]) -> bool:
         return bool(torch.isfinite(torch.stack([n.float().cpu() for n in norms])).all())
 
 
-def _float_param_device(module: nn.Module) -> torch.device | None:
+def float_param_device(module: nn.Module) -> torch.device | None:
     """The device of the module's first floating-point parameter, if it has one."""
     for p in module.parameters():
         if p.is_floating_point():

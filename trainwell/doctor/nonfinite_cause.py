@@ -16,15 +16,16 @@ from typing import Any
 import torch
 
 from trainwell.doctor.data_origin import data_origin
-from trainwell.doctor.events import BackwardEvent, ForwardRecord, Reporter
+from trainwell.doctor.events import BackwardEvent, Reporter
 from trainwell.doctor.nonfinite import (
-    _finite,
-    _float_param_device,
-    _float_tensors,
-    _loss_assignment,
-    _nan_data_in_graph,
-    _replay,
+    all_finite,
+    float_param_device,
+    float_tensors,
+    loss_assignment,
+    nan_data_in_graph,
+    replay,
 )
+from trainwell.doctor.records import ForwardRecord
 from trainwell.doctor.sites import Site, parse
 from trainwell.doctor.source import param_path, qualified_names
 
@@ -69,14 +70,14 @@ def _diagnose(doc: Reporter, event: BackwardEvent) -> Cause | None:
         return bad
     loss = event.tensor.detach()
     evidence: dict[str, Any] = {"step": doc.steps + 1, "loss": str(loss.flatten()[0].item())}
-    forwards = [r for r in doc.step_forwards if _float_param_device(r.module) is not None]
+    forwards = [r for r in doc.step_forwards if float_param_device(r.module) is not None]
     for record in forwards:
         cause = _in_forward(doc, record, site, evidence)
         if cause is not None:
             return cause
     # 4. The models' outputs are finite: the loss, or what it compares them with.
-    line = _loss_assignment(site) or site
-    if _nan_data_in_graph(event.tensor):
+    line = loss_assignment(site) or site
+    if nan_data_in_graph(event.tensor):
         what = "a tensor the loss uses besides the model's output (the targets?) holds NaN"
         return Cause("nonfinite-input", line, what, site)
     evidence.update(model_output_finite=True)
@@ -94,7 +95,7 @@ def crash_cause(doc: Reporter, site: Site) -> Cause | None:
     if bad is not None:
         return bad
     evidence: dict[str, Any] = {"step": doc.steps + 1}
-    forwards = [r for r in doc.step_forwards if _float_param_device(r.module) is not None]
+    forwards = [r for r in doc.step_forwards if float_param_device(r.module) is not None]
     for record in forwards:
         cause = _in_forward(doc, record, site, evidence)
         if cause is not None:
@@ -107,7 +108,7 @@ def _bad_batch(doc: Reporter, site: Site) -> Cause | None:
     that makes the NaN (the dataset's transform) when it can be found, else at the loop
     that got the batch."""
     batch = doc.last_batch
-    if batch is None or _finite(_float_tensors(batch.batch)):
+    if batch is None or all_finite(float_tensors(batch.batch)):
         return None
     what = f"batch {batch.index} of this pass over the DataLoader holds NaN/Inf"
     made = data_origin(doc, batch.loader)
@@ -125,22 +126,22 @@ def _in_forward(
     """The cause within one forward of the step: its inputs, its weights, or the first
     operation that turned finite values into NaN/Inf (found by replaying it)."""
     model, at = record.module, record.site
-    inputs = _float_tensors((record.args, record.kwargs))
+    inputs = float_tensors((record.args, record.kwargs))
     # Inputs made by an earlier model of this step are that model's business.
-    if not _finite([t for t in inputs if t.grad_fn is None]):
+    if not all_finite([t for t in inputs if t.grad_fn is None]):
         return Cause("nonfinite-input", at or site, "the model's input holds NaN/Inf", site)
     # 2. The weights were already bad: an earlier update was not finite.
     root = doc.model_name(model)
-    bad = [param_path(n, root) for n, p in model.named_parameters() if not _finite([p.detach()])]
+    bad = [param_path(n, root) for n, p in model.named_parameters() if not all_finite([p.detach()])]
     if bad:
         what = ("the weights themselves are NaN/Inf: an earlier optimizer step applied "
                 "non-finite values")  # fmt: skip
         return Cause("nonfinite-grad", site, what, site, params=bad)
     # 3. Replay the forward and find the first operation that went non-finite.
-    device = _float_param_device(model)
+    device = float_param_device(model)
     autocast = record.autocast_for(device.type) if device is not None else None
     names = qualified_names(model, root)
-    origin, finite_output = _replay(doc, model, record.args, record.kwargs, autocast, names)
+    origin, finite_output = replay(doc, model, record.args, record.kwargs, autocast, names)
     if origin is not None and origin["site"] is not None:
         module = origin["module"] or type(model).__name__
         what = (f"`{origin['op']}` in {module} turned finite inputs into NaN/Inf "

@@ -14,7 +14,7 @@ import torch
 
 from trainwell.doctor.events import Reporter
 from trainwell.doctor.findings import Finding
-from trainwell.doctor.labels import _assigned
+from trainwell.doctor.labels import assigned_line
 from trainwell.doctor.nonfinite_cause import Cause, crash_cause
 from trainwell.doctor.sites import Site
 
@@ -88,7 +88,7 @@ def _held(frame: types.FrameType, site: Site) -> Cause | None:
     for name, value in list(frame.f_locals.items()):
         if (isinstance(value, torch.Tensor) and value.is_floating_point() and value.numel()
                 and not bool(torch.isfinite(value.detach()).all())):  # fmt: skip
-            line = _assigned(site.file, name)
+            line = assigned_line(site.file, name)
             if line is not None and line <= site.line:
                 lines.append((line, name))
     if not lines:

@@ -13,16 +13,28 @@ import functools
 import os
 import sys
 import time
+import types
 import warnings
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, TextIO
 
 import torch
 from torch import nn
 
 from trainwell.doctor.calls import call_patches
 from trainwell.doctor.clock import queued
-from trainwell.doctor.events import LOSSES, BatchEvent, CreatedEvent, LossEvent, ScalerEvent
+from trainwell.doctor.events import (
+    LOSSES,
+    BatchEvent,
+    CreatedEvent,
+    EpochEndEvent,
+    LossEvent,
+    ModeEvent,
+    ScalerStepEvent,
+    ScalerUpdateEvent,
+    SchedulerStepEvent,
+    ZeroGradEvent,
+)
 from trainwell.doctor.sites import is_user_file, made_at, site_of_caller
 
 _DOCTOR_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
@@ -66,7 +78,7 @@ def _zero_grad(doctor: Any) -> Any:
 
     def optimizer_zero_grad(optimizer, *args, **kwargs):
         if doctor._handlers["on_zero_grad"]:
-            doctor._dispatch("on_zero_grad", optimizer)
+            doctor._dispatch("on_zero_grad", ZeroGradEvent(optimizer))
         return zero_grad(optimizer, *args, **kwargs)
 
     return optimizer_zero_grad
@@ -88,7 +100,7 @@ def _loader_next(doctor: Any, next_batch: Any) -> Any:
         try:
             batch = next_batch(it)
         except StopIteration:
-            doctor._dispatch("on_epoch_end", it._dataset)
+            doctor._dispatch("on_epoch_end", EpochEndEvent(it._dataset))
             raise
         wait, wait_queued = time.perf_counter() - start, queued() - start_queued
         if doctor.swap_batch is not None:
@@ -125,7 +137,7 @@ def _module_train(doctor: Any) -> Any:
         finally:
             doctor._mode_depth -= 1
         if not doctor._mode_depth:
-            doctor._dispatch("on_mode", CreatedEvent(module, site_of_caller(1), bool(mode)))
+            doctor._dispatch("on_mode", ModeEvent(module, site_of_caller(1), bool(mode)))
         return result
 
     return module_train
@@ -135,8 +147,8 @@ def _scheduler_step(doctor: Any, step: Any) -> Any:
     @functools.wraps(step)
     def scheduler_step(scheduler, *args, **kwargs):
         # The steps a scheduler's constructor takes are not the user's.
-        if not doctor._creating:
-            doctor._dispatch("on_scheduler_step", scheduler)
+        if not doctor._creating and doctor._handlers["on_scheduler_step"]:
+            doctor._dispatch("on_scheduler_step", SchedulerStepEvent(scheduler))
         return step(scheduler, *args, **kwargs)
 
     return scheduler_step
@@ -190,7 +202,7 @@ def _scaler(doctor: Any) -> tuple[tuple[Any, str, Any], tuple[Any, str, Any]]:
     step, update = scaler_cls.step, scaler_cls.update
 
     def scaler_step(scaler, optimizer, *args, **kwargs):
-        event = ScalerEvent(scaler, optimizer, None, sys._getframe(1))
+        event = ScalerStepEvent(scaler, optimizer, sys._getframe(1))
         doctor._dispatch("on_scaler_step", event)
         return step(scaler, optimizer, *args, **kwargs)
 
@@ -199,7 +211,7 @@ def _scaler(doctor: Any) -> tuple[tuple[Any, str, Any], tuple[Any, str, Any]]:
         before = scale.clone() if scale is not None and scaler.is_enabled() else None
         result = update(scaler, new_scale)
         if before is not None:
-            event = ScalerEvent(scaler, None, before, sys._getframe(1))
+            event = ScalerUpdateEvent(scaler, before, sys._getframe(1))
             doctor._dispatch("on_scaler_update", event)
         return result
 
@@ -255,26 +267,30 @@ class Patch:
             self.on = False
 
 
-def show_at_user_line(show: Any) -> Any:
+class show_at_user_line:  # noqa: N801 - used as the function it replaces
     """A ``warnings.showwarning`` that moves a warning attributed to one of the doctor's
     wrappers (torch's ``stacklevel`` counts the wrapper as its caller) to the line that
-    called the wrapper: the user's, as it would be without the doctor."""
+    called the wrapper: the user's, as it would be without the doctor. ``original`` is
+    the ``showwarning`` it calls."""
 
-    def showwarning(message, category, filename, lineno, file=None, line=None):
+    def __init__(self, original: Callable[..., None]) -> None:
+        self.original = original
+
+    def __call__(
+        self, message: Warning | str, category: type[Warning], filename: str, lineno: int,
+        file: TextIO | None = None, line: str | None = None,
+    ) -> None:  # fmt: skip
         if filename.startswith(_DOCTOR_DIR):
             frame = _caller_of_wrapper(filename, lineno)
             if frame is not None:
                 filename, lineno, line = frame.f_code.co_filename, frame.f_lineno, None
-        return show(message, category, filename, lineno, file, line)
-
-    showwarning._trainwell_original = show  # type: ignore[attr-defined]
-    return showwarning
+        self.original(message, category, filename, lineno, file, line)
 
 
-def _caller_of_wrapper(filename: str, lineno: int) -> Any:
+def _caller_of_wrapper(filename: str, lineno: int) -> types.FrameType | None:
     """The first frame outside the doctor (and, after it, outside the libraries when a
     user frame is on the stack) above the wrapper's frame at ``filename:lineno``."""
-    frame = sys._getframe(2)
+    frame: types.FrameType | None = sys._getframe(2)
     while frame is not None and not (
         frame.f_code.co_filename == filename and frame.f_lineno == lineno
     ):
@@ -282,22 +298,22 @@ def _caller_of_wrapper(filename: str, lineno: int) -> Any:
     while frame is not None and frame.f_code.co_filename.startswith(_DOCTOR_DIR):
         frame = frame.f_back
     if frame is not None and not is_user_file(frame.f_code.co_filename):
-        user = frame
+        user: types.FrameType | None = frame
         while user is not None and not is_user_file(user.f_code.co_filename):
             user = user.f_back
         frame = user or frame
     return frame
 
 
-def install_warning_relay() -> Any:
-    """Install :func:`show_at_user_line`; returns the hook to give to
+def install_warning_relay() -> show_at_user_line:
+    """Install :class:`show_at_user_line`; returns the hook to give to
     :func:`remove_warning_relay`."""
     hook = show_at_user_line(warnings.showwarning)
     warnings.showwarning = hook
     return hook
 
 
-def remove_warning_relay(hook: Any) -> None:
+def remove_warning_relay(hook: show_at_user_line) -> None:
     # Put the original back only if no one replaced ours meanwhile (pytest, the user).
     if warnings.showwarning is hook:
-        warnings.showwarning = hook._trainwell_original
+        warnings.showwarning = hook.original

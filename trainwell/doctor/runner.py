@@ -16,13 +16,13 @@ import sys
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from trainwell.doctor.children import ChildWatch
 from trainwell.doctor.crash import OOM_MARKERS, explain
-from trainwell.doctor.events import StopTraining
+from trainwell.doctor.events import Probe, StopTraining
 from trainwell.doctor.findings import to_json
 from trainwell.doctor.frame import Doctor
 from trainwell.doctor.interrupt import SignalWatch, Terminated
@@ -32,6 +32,9 @@ from trainwell.doctor.sites import is_user_file
 from trainwell.doctor.summary import report_text
 from trainwell.errors import UserError
 from trainwell.outputs import check_output, check_output_dir
+
+if TYPE_CHECKING:  # imported where used: --memory and --profile are rare
+    from trainwell.doctor.memory_series import MemorySeries, ScriptProfile
 
 # What --memory and --profile write into --out (checked before the script runs).
 OUT_FILES = ("memory.csv", "memory.png", "memory_summary.txt", "memory_oom.txt",
@@ -43,10 +46,10 @@ class Extras:
     """What ``--overfit``, ``--memory`` and ``--profile`` add to a run (none: nothing)."""
 
     overfit: OverfitCheck | None = None
-    memory: Any = None  # a MemorySeries
-    profile: Any = None  # a ScriptProfile
+    memory: MemorySeries | None = None
+    profile: ScriptProfile | None = None
 
-    def probes(self) -> list[Any]:
+    def probes(self) -> list[Probe]:
         return [p for p in (self.overfit, self.memory, self.profile) if p is not None]
 
 

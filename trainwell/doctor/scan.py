@@ -13,8 +13,8 @@ from typing import Any
 
 import torch
 
-from trainwell.doctor.events import Reporter, StepEvent
-from trainwell.doctor.holders import _attributes, _Holder, _holders
+from trainwell.doctor.events import Reporter, StepEvent, UpdateEvent
+from trainwell.doctor.holders import Holder, attributes, holders
 from trainwell.doctor.sites import is_user_file
 
 DENSE = 9  # every step up to here: enough observations for every rule
@@ -61,7 +61,7 @@ def sleep_until_scheduled(doc: Reporter, probe: Any, step: int, also: int | None
         doc.unsubscribe(probe, "on_step", until=wake)
 
 
-def holders_at(doc: Reporter, event: StepEvent) -> list[tuple[str, _Holder]]:
+def holders_at(doc: Reporter, event: StepEvent | UpdateEvent) -> list[tuple[str, Holder]]:
     """What may hold tensors across steps at this step: the user's frames, and the
     models' attributes (the engine runs a user's model from its own frames). Found once
     per step, for every probe that asks."""
@@ -69,10 +69,10 @@ def holders_at(doc: Reporter, event: StepEvent) -> list[tuple[str, _Holder]]:
     if found is None:
         scanned: set[int] = set()  # objects whose attributes were looked at
         models = [getattr(m, "module", m) for m in doc.models()]  # (inside DDP)
-        found = _holders(event.frame, scanned, _user_modules(doc, models))
+        found = holders(event.frame, scanned, _user_modules(doc, models))
         for model in models:
             if id(model) not in scanned:
-                found += _attributes(type(model).__name__, model, scanned)
+                found += attributes(type(model).__name__, model, scanned)
         event.memo["holders"] = found
     return found
 

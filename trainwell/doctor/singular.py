@@ -6,10 +6,10 @@ user's source by its call."""
 from __future__ import annotations
 
 import ast
-from typing import Any
+from typing import Any, TypeGuard
 
 from trainwell.doctor.graph import walk
-from trainwell.doctor.nonfinite import _guarded
+from trainwell.doctor.nonfinite import guarded
 from trainwell.doctor.sites import Site, parse
 from trainwell.doctor.source import call_name
 
@@ -41,10 +41,10 @@ def singular_site(loss: Any, backward: Site) -> Site | None:
     return Site(backward.file, before[-1] if before else lines[0])
 
 
-def _call_named(node: ast.AST, names: set[str]) -> bool:
+def _call_named(node: ast.AST, names: set[str]) -> TypeGuard[ast.expr]:
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow):
         exponent = node.right
         return "**" in names and isinstance(exponent, ast.Constant) and (
             isinstance(exponent.value, float) and 0 < exponent.value < 1
         )
-    return isinstance(node, ast.Call) and call_name(node) in names and not _guarded(node)
+    return isinstance(node, ast.Call) and call_name(node) in names and not guarded(node)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import types
+from typing import TypeGuard
 
 from torch import nn
 
@@ -76,12 +77,12 @@ def user_class(cls: type) -> tuple[str, ast.ClassDef] | None:
     classes = [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == cls.__name__]
     # Two classes of one name in a file: the one that holds the function.
     for node in classes:
-        if node.lineno <= code.co_firstlineno <= node.end_lineno:
+        if node.lineno <= code.co_firstlineno <= (node.end_lineno or node.lineno):
             return file, node
     return (file, classes[0]) if classes else None
 
 
-def _self_attribute(node: ast.AST, attr: str | None = None) -> bool:
+def _self_attribute(node: ast.AST, attr: str | None = None) -> TypeGuard[ast.Attribute]:
     return (
         isinstance(node, ast.Attribute)
         and isinstance(node.value, ast.Name)

@@ -58,13 +58,13 @@ def _module_zero_grad(step: Site, frame: types.FrameType | None, param: Any) -> 
     scopes = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
               and n.lineno <= step.line <= (n.end_lineno or n.lineno)]  # fmt: skip
     scope: ast.AST = max(scopes, key=lambda n: n.lineno) if scopes else tree
-    calls = [n for n in ast.walk(scope) if isinstance(n, ast.Call)
+    calls = [(n, n.func) for n in ast.walk(scope) if isinstance(n, ast.Call)
              and isinstance(n.func, ast.Attribute) and n.func.attr == "zero_grad"
              and n.lineno < step.line]  # fmt: skip
     if not calls:
         return None
-    last = max(calls, key=lambda n: n.lineno)
-    receiver = last.func.value  # type: ignore[attr-defined]
+    last, func = max(calls, key=lambda c: c[0].lineno)
+    receiver = func.value if isinstance(func, ast.Attribute) else None
     scopes_ = (frame.f_locals, frame.f_globals) if frame is not None else ()
     owner = next((s[receiver.id] for s in scopes_ if isinstance(receiver, ast.Name)
                   and receiver.id in s), None)  # fmt: skip

@@ -37,12 +37,15 @@ class AllocatorFragmentationProbe:
         if not fragmentation(list(self.samples)):
             return
         allocated, reserved = self.samples[-1]
+        frame = event.frame
+        if frame is None:
+            return
         doc.add(
             Finding(
                 code="allocator-fragmentation",
                 severity="warning",
-                file=event.frame.f_code.co_filename,
-                line=event.frame.f_lineno,
+                file=frame.f_code.co_filename,
+                line=frame.f_lineno,
                 message=f"reserved memory grows ({self.samples[0][1]:,} -> {reserved:,} "
                 f"bytes) while allocated memory stays flat (~{allocated:,} bytes)",
                 why="the caching allocator cannot reuse its fragmented blocks and keeps "

@@ -9,7 +9,8 @@ import torch
 
 from trainwell.doctor.events import (
     Reporter,
-    ScalerEvent,
+    ScalerStepEvent,
+    ScalerUpdateEvent,
 )
 from trainwell.doctor.findings import Finding
 from trainwell.doctor.sites import Site
@@ -32,11 +33,11 @@ class AmpOverflowProbe:
         self.records: dict[int, ScalerRecord] = {}
         self.reported: set[int] = set()
 
-    def on_scaler_step(self, doc: Reporter, event: ScalerEvent) -> None:
+    def on_scaler_step(self, doc: Reporter, event: ScalerStepEvent) -> None:
         if id(event.scaler) not in self.sites:
             self.sites[id(event.scaler)] = event.site
 
-    def on_scaler_update(self, doc: Reporter, event: ScalerEvent) -> None:
+    def on_scaler_update(self, doc: Reporter, event: ScalerUpdateEvent) -> None:
         scaler = event.scaler
         if id(scaler) in self.reported:
             return

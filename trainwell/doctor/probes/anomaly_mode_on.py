@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from trainwell.doctor.calls import CallEvent
 from trainwell.doctor.codes import severity
-from trainwell.doctor.events import BackwardEvent, Reporter
+from trainwell.doctor.events import BackwardEvent, CallEvent, Reporter
 from trainwell.doctor.findings import Finding
 from trainwell.doctor.sites import Site
 

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainwell.doctor.calls import CallEvent
 from trainwell.doctor.codes import severity
-from trainwell.doctor.events import BackwardEvent, Reporter, StepEvent
+from trainwell.doctor.events import BackwardEvent, CallEvent, Reporter, StepEvent, ZeroGradEvent
 from trainwell.doctor.findings import Finding
 
 CODE = "clip-before-backward"
@@ -49,11 +48,11 @@ class ClipBeforeBackwardProbe:
         self.backwards += 1
         self.back_site = event.pin()
 
-    def on_zero_grad(self, doc: Reporter, optimizer: Any) -> None:
+    def on_zero_grad(self, doc: Reporter, event: ZeroGradEvent) -> None:
         if not self.active:
             doc.unsubscribe(self, *self._TRACKED)
             return
-        self._reset(optimizer, "zero_grad")
+        self._reset(event.optimizer, "zero_grad")
 
     def on_step(self, doc: Reporter, event: StepEvent) -> None:
         if not self.active:

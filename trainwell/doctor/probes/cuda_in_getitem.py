@@ -77,7 +77,9 @@ def gpu_calls(func: ast.AST) -> list[tuple[int, str]]:
     return sorted(set(found))
 
 
-def _method_node(cls: type, name: str) -> tuple[str, ast.FunctionDef] | None:
+def _method_node(
+    cls: type, name: str
+) -> tuple[str, ast.FunctionDef | ast.AsyncFunctionDef] | None:
     """The source of ``cls``'s method ``name`` (where it is defined, in the user's
     files): (file, its ``def``)."""
     func = next((c.__dict__[name] for c in cls.__mro__ if name in c.__dict__), None)

@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from trainwell.doctor.events import BatchEvent, Reporter
+from trainwell.doctor.events import BatchEvent, EpochEndEvent, Reporter
 from trainwell.doctor.findings import Finding
 from trainwell.doctor.sites import Site, is_user_file
 from trainwell.env import usable_cores
@@ -123,10 +123,11 @@ class DataBottleneckProbe:
         if len(st.waits) == self.WINDOW and st.seen % self.WINDOW == 0:
             self._judge(doc, key, st)
 
-    def on_epoch_end(self, doc: Reporter, dataset: Any) -> None:
-        st = self.loaders.get(id(dataset))
-        if st is not None and id(dataset) not in self.reported:
-            self._judge(doc, id(dataset), st)
+    def on_epoch_end(self, doc: Reporter, event: EpochEndEvent) -> None:
+        key = id(event.dataset)
+        st = self.loaders.get(key)
+        if st is not None and key not in self.reported:
+            self._judge(doc, key, st)
 
     def on_end(self, doc: Reporter) -> None:
         for key, st in self.loaders.items():

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from trainwell.doctor.calls import CallEvent
 from trainwell.doctor.codes import severity
-from trainwell.doctor.events import Reporter
+from trainwell.doctor.events import CallEvent, Reporter
 from trainwell.doctor.findings import Finding
 
 CODE = "data-parallel"

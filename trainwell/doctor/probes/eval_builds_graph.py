@@ -77,11 +77,15 @@ class EvalBuildsGraphProbe:
         self.forwards += 1
         index = self.forwards  # a counter: ids of freed objects are reused
         refs = []
+
+        def freed(_: object) -> None:
+            self._freed(doc, index)
+
         for node in nodes.values():
             sentinel = _Sentinel(self.pending, index)
             # The graph node holds the sentinel, the probe only a weak reference, whose
             # callback runs when the node (the graph) is freed.
-            refs.append(weakref.ref(sentinel, lambda _, k=index: self._freed(doc, k)))
+            refs.append(weakref.ref(sentinel, freed))
             node.register_prehook(sentinel)
         what = f"{type(event.module).__name__} in {'train' if training else 'eval'} mode"
         # The site, looked up if needed; the step count: is this line coming back?

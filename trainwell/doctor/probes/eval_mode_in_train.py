@@ -3,21 +3,22 @@
 from __future__ import annotations
 
 import ast
+import types
 import weakref
 from typing import Any
 
 from torch import nn
 
 from trainwell.doctor.events import (
-    CreatedEvent,
     ForwardEvent,
+    ModeEvent,
     Reporter,
     StepEvent,
 )
 from trainwell.doctor.findings import Finding
 from trainwell.doctor.modules import (
-    _DROPOUT,
-    _mode_modules,
+    DROPOUT,
+    mode_modules,
 )
 from trainwell.doctor.sites import Site, is_user_file, parse
 from trainwell.doctor.source import module_label
@@ -49,8 +50,8 @@ class EvalModeInTrainProbe:
         self.forward_since_train = False
         self.listening = True  # to training forwards
 
-    def on_mode(self, doc: Reporter, event: CreatedEvent) -> None:
-        module = event.obj
+    def on_mode(self, doc: Reporter, event: ModeEvent) -> None:
+        module = event.module
         if event.mode:
             self.last_train, self.forward_since_train = weakref.ref(module), False
         else:
@@ -80,7 +81,7 @@ class EvalModeInTrainProbe:
         self.forward_since_train = True
         if not event.grad_enabled:
             return  # an evaluation: on_nograd_forward's
-        if self.left and _mode_modules(event.module, self.cache):
+        if self.left and mode_modules(event.module, self.cache):
             self.forwards.setdefault(id(event.module), (weakref.ref(event.module), event.site))
         elif not self.left:
             self._listen(doc, False)  # the common case: training, no mode switched lately
@@ -106,17 +107,17 @@ class EvalModeInTrainProbe:
                 self._check(doc, model, site)
 
     def _check(self, doc: Reporter, model: nn.Module, train_site: Site | None) -> None:
-        if all(m.training for m in _mode_modules(model, self.cache)):
+        if all(m.training for m in mode_modules(model, self.cache)):
             return  # the common case (model.train() called every step): nothing in eval
         for name, module in model.named_modules():
             if module.training or not any(True for _ in module.children()):
                 continue
             stuck = [
                 m
-                for m in _mode_modules(module, self.cache)
+                for m in mode_modules(module, self.cache)
                 if not m.training
                 and (
-                    isinstance(m, _DROPOUT)
+                    isinstance(m, DROPOUT)
                     or any(p.requires_grad and p.grad is not None for p in m.parameters())
                 )
             ]
@@ -177,7 +178,8 @@ def _user_stack() -> list[tuple[str, int]]:
     """(file, line) of every user frame on the stack, innermost first."""
     import sys
 
-    frames, frame = [], sys._getframe(1)
+    frames: list[tuple[str, int]] = []
+    frame: types.FrameType | None = sys._getframe(1)
     while frame is not None:
         if is_user_file(frame.f_code.co_filename):
             frames.append((frame.f_code.co_filename, frame.f_lineno))
@@ -196,9 +198,9 @@ def _in_loop_with(stack: list[tuple[str, int]], site: Site | None) -> bool:
         if tree is None:
             continue
         for node in ast.walk(tree):
-            if isinstance(node, (ast.For, ast.While, ast.AsyncFor)) and (
-                node.lineno <= line <= node.end_lineno
-                and node.lineno <= site.line <= node.end_lineno
-            ):
+            if not isinstance(node, (ast.For, ast.While, ast.AsyncFor)):
+                continue
+            end = node.end_lineno or node.lineno
+            if node.lineno <= line <= end and node.lineno <= site.line <= end:
                 return True
     return False

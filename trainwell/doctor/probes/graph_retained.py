@@ -8,16 +8,16 @@ from typing import Any
 import torch
 
 from trainwell.doctor.carried import detach_statement, state_kind
-from trainwell.doctor.events import Reporter, StepEvent
+from trainwell.doctor.events import Reporter, StepEvent, UpdateEvent
 from trainwell.doctor.findings import Finding
 from trainwell.doctor.graph import walk as _walk
 from trainwell.doctor.holders import (
-    _bytes_held,
-    _graph_size,
-    _grows,
-    _Holder,
-    _nested_graph,
-    _store_site,
+    Holder,
+    bytes_held,
+    graph_size,
+    grows,
+    nested_graph,
+    store_site,
 )
 from trainwell.doctor.scan import ItemCounts, holders_at, scheduled, sleep_until_scheduled
 
@@ -27,7 +27,7 @@ def _holds_graph(item: Any) -> bool:
     # (``outputs.append({"loss": loss, "logits": logits})``).
     if isinstance(item, torch.Tensor):
         return item.grad_fn is not None
-    return _nested_graph(item)
+    return nested_graph(item)
 
 
 class GraphRetainedProbe:
@@ -54,18 +54,18 @@ class GraphRetainedProbe:
         if scheduled(event.step):
             self._scan(doc, event)
 
-    def on_update(self, doc: Reporter, event: StepEvent) -> None:
+    def on_update(self, doc: Reporter, event: UpdateEvent) -> None:
         # A hand-written update (no optimizer) counted as a step: scanned alike.
         if scheduled(event.step):
             self._scan(doc, event)
 
-    def _scan(self, doc: Reporter, event: StepEvent) -> None:
+    def _scan(self, doc: Reporter, event: StepEvent | UpdateEvent) -> None:
         frame = event.frame
         seen: set[str] = set()
         for path, holder in holders_at(doc, event):
             value = holder.value
             if isinstance(value, torch.Tensor):
-                size = _graph_size(value.grad_fn, self.GRAPH_LIMIT) if value.grad_fn else None
+                size = graph_size(value.grad_fn, self.GRAPH_LIMIT) if value.grad_fn else None
             else:
                 size = self.counts.count(path, value)
             if size is None:
@@ -77,7 +77,7 @@ class GraphRetainedProbe:
                 del history[path]
         self.counts.forget(seen)
 
-    def _judge(self, doc: Reporter, path: str, holder: _Holder, size: int, frame: Any) -> None:
+    def _judge(self, doc: Reporter, path: str, holder: Holder, size: int, frame: Any) -> None:
         if isinstance(holder.value, torch.Tensor) and not self._reaches_back(path, holder):
             # A fresh graph this step (a loss, an output): its size may vary with the
             # batch, but it holds nothing from earlier steps.
@@ -87,10 +87,10 @@ class GraphRetainedProbe:
             # Emptied since the last scan (an episode's log-probs, cleared at its end):
             # what it holds now is no older than that, however long it is.
             self.history.pop(path, None)
-        if _grows(self.history, path, size, self.STEPS):
+        if grows(self.history, path, size, self.STEPS):
             self._report(doc, path, holder, size, frame)
 
-    def _reaches_back(self, path: str, holder: _Holder) -> bool:
+    def _reaches_back(self, path: str, holder: Holder) -> bool:
         """Does this tensor's graph contain the graph the same holder had at the last
         scan? That is what keeping history across steps means (``total += loss``, a
         state carried without detach); a new graph of the same size does not."""
@@ -103,9 +103,9 @@ class GraphRetainedProbe:
             return True  # the same graph is still held
         return any(node is previous for node in _walk(root, self.GRAPH_LIMIT))
 
-    def _report(self, doc: Reporter, path: str, holder: _Holder, size: int, frame: Any) -> None:
+    def _report(self, doc: Reporter, path: str, holder: Holder, size: int, frame: Any) -> None:
         container = not isinstance(holder.value, torch.Tensor)
-        site = _store_site(holder, container)
+        site = store_site(holder, container)
         if site is None and frame is None:
             return  # nowhere in the user's code to point at: say nothing rather than guess
         site = site or (frame.f_code.co_filename, frame.f_lineno, None)
@@ -119,7 +119,7 @@ class GraphRetainedProbe:
             fix = "store loss.item() (a float) or tensor.detach() instead of the tensor"
             evidence = {
                 "tensors_with_graph": size,
-                "bytes_held": _bytes_held(holder.value),  # the tensors; their graphs add more
+                "bytes_held": bytes_held(holder.value),  # the tensors; their graphs add more
                 "steps_observed": doc.steps,
             }
         elif holder.carried:

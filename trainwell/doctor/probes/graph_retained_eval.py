@@ -18,9 +18,9 @@ from typing import Any
 
 import torch
 
-from trainwell.doctor.events import CreatedEvent, Reporter
+from trainwell.doctor.events import EpochEndEvent, ModeEvent, Reporter
 from trainwell.doctor.findings import Finding
-from trainwell.doctor.holders import _bytes_held, _holders, _nested_graph, _store_site
+from trainwell.doctor.holders import bytes_held, holders, nested_graph, store_site
 from trainwell.doctor.scan import ItemCounts
 from trainwell.doctor.sites import user_frame
 
@@ -28,7 +28,7 @@ from trainwell.doctor.sites import user_frame
 def _holds_graph(item: Any) -> bool:
     if isinstance(item, torch.Tensor):
         return item.grad_fn is not None
-    return _nested_graph(item)
+    return nested_graph(item)
 
 
 class GraphRetainedEvalProbe:
@@ -44,13 +44,13 @@ class GraphRetainedEvalProbe:
         self.scans = 0
         self.training: dict[int, bool] = {}  # id(model) -> its last mode
 
-    def on_epoch_end(self, doc: Reporter, dataset: Any) -> None:
+    def on_epoch_end(self, doc: Reporter, event: EpochEndEvent) -> None:
         self._scan(doc)
 
-    def on_mode(self, doc: Reporter, event: CreatedEvent) -> None:
-        key = id(event.obj)
+    def on_mode(self, doc: Reporter, event: ModeEvent) -> None:
+        key = id(event.module)
         was = self.training.get(key)
-        self.training[key] = bool(event.mode)
+        self.training[key] = event.mode
         if event.mode and was is False:  # back to training after an evaluation
             self._scan(doc)
 
@@ -66,7 +66,7 @@ class GraphRetainedEvalProbe:
         if frame is None:
             return
         seen = set()
-        for path, holder in _holders(frame, set()):
+        for path, holder in holders(frame, set()):
             if isinstance(holder.value, torch.Tensor):
                 continue  # one tensor's growing graph is the step scans' to judge
             count = self.counts.count(path, holder.value)
@@ -88,7 +88,7 @@ class GraphRetainedEvalProbe:
         return sum(b > a for a, b in zip(counts, counts[1:])) >= self.RISES
 
     def _report(self, doc: Reporter, holder: Any, count: int) -> None:
-        site = _store_site(holder, True)
+        site = store_site(holder, True)
         if site is None:
             return  # nowhere in the user's code to point at: say nothing rather than guess
         file, line, created = site
@@ -110,7 +110,7 @@ class GraphRetainedEvalProbe:
                 related=related if created else [],
                 evidence={
                     "tensors_with_graph": count,
-                    "bytes_held": _bytes_held(holder.value),
+                    "bytes_held": bytes_held(holder.value),
                     "steps_observed": doc.steps,
                 },  # fmt: skip
             )

@@ -5,11 +5,19 @@ from __future__ import annotations
 import weakref
 from typing import Any
 
-from trainwell.doctor.events import BackwardEvent, LossEvent, Reporter, ScalerEvent, StepEvent
+from trainwell.doctor.events import (
+    BackwardEvent,
+    LossEvent,
+    Reporter,
+    ScalerStepEvent,
+    StepEvent,
+    ZeroGradEvent,
+)
 from trainwell.doctor.findings import Finding
-from trainwell.doctor.gradients import FreshGradients
+from trainwell.doctor.gradients import GradientVerdicts
 from trainwell.doctor.graph import walk
-from trainwell.doctor.nonfinite import _loss_assignment
+from trainwell.doctor.nonfinite import loss_assignment
+from trainwell.doctor.trackers import Trackers
 
 # Operations whose gradient is zero wherever it is defined: a loss computed through one
 # gives the weights nothing.
@@ -31,10 +39,13 @@ class LossNoGradientProbe:
     STREAK = 3
 
     def __init__(self) -> None:
-        self.grads = FreshGradients(self.CHECK)
+        self.grads: GradientVerdicts  # over the run's FreshGradients, made in attach
         self.values: list[float | None] = []  # the losses of the last backwards
         self.reason: tuple[Any, str] | None = None  # (site, why) of a loss with no gradient
         self.loss: Any = None  # the last tensor backwarded, weakly
+
+    def attach(self, trackers: Trackers) -> None:
+        self.grads = GradientVerdicts(trackers, self.CHECK)
 
     def on_loss(self, doc: Reporter, event: LossEvent) -> None:
         x = event.input
@@ -49,10 +60,10 @@ class LossNoGradientProbe:
         self.loss = weakref.ref(event.tensor)
         self.values = [*self.values[-(self.STREAK - 1):], event.value]
 
-    def on_zero_grad(self, doc: Reporter, optimizer: Any) -> None:
-        self.grads.zero_grad(optimizer)
+    def on_zero_grad(self, doc: Reporter, event: ZeroGradEvent) -> None:
+        self.grads.zero_grad(event.optimizer)
 
-    def on_scaler_step(self, doc: Reporter, event: ScalerEvent) -> None:
+    def on_scaler_step(self, doc: Reporter, event: ScalerStepEvent) -> None:
         self.grads.scaler_step(event.optimizer)
 
     def on_pre_step(self, doc: Reporter, event: StepEvent) -> None:
@@ -97,7 +108,7 @@ class LossNoGradientProbe:
                    "outputs")  # fmt: skip
         else:
             at = back if back is not None else event.site
-            site = (_loss_assignment(at) or at) if at is not None else None
+            site = (loss_assignment(at) or at) if at is not None else None
             why, fix = self._why(values, constant)
         if site is None:
             return

@@ -7,10 +7,7 @@ from typing import Any
 
 import torch
 
-from trainwell.doctor.events import (
-    BackwardEvent,
-    Reporter,
-)
+from trainwell.doctor.events import BackwardEvent, LossEvent, Reporter, StepEvent
 from trainwell.doctor.findings import Finding
 from trainwell.doctor.sites import Site
 
@@ -88,7 +85,7 @@ class LossNotDecreasingProbe:
         self.optimizers: set[int] = set()
         self.chance: float | None = None  # ln C of the first classification loss seen
 
-    def on_step(self, doc: Reporter, event: Any) -> None:
+    def on_step(self, doc: Reporter, event: StepEvent) -> None:
         self.optimizers.add(id(event.optimizer))
         if doc.steps >= 100 and len(self.optimizers) == 1:
             doc.unsubscribe(self, "on_step")  # one optimizer: it stays one
@@ -98,7 +95,7 @@ class LossNotDecreasingProbe:
             self.judged = True
             doc.unsubscribe(self, "on_backward", "on_step", "on_loss")
 
-    def on_loss(self, doc: Reporter, event: Any) -> None:
+    def on_loss(self, doc: Reporter, event: LossEvent) -> None:
         x = event.input
         if event.name == "cross_entropy" and isinstance(x, torch.Tensor) and x.dim() >= 2:
             self.chance = math.log(max(2, x.shape[1]))

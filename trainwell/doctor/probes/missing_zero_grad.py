@@ -7,7 +7,13 @@ from typing import Any
 import torch
 from torch import nn
 
-from trainwell.doctor.events import CreatedEvent, Reporter, ScalerEvent, StepEvent
+from trainwell.doctor.events import (
+    CreatedEvent,
+    Reporter,
+    ScalerStepEvent,
+    StepEvent,
+    ZeroGradEvent,
+)
 from trainwell.doctor.findings import Finding
 from trainwell.doctor.sites import user_frame
 from trainwell.doctor.uncleared import describe, wording, zeroed_by
@@ -23,9 +29,9 @@ class _Watch:
     """One optimizer's sample parameter: its gradient after the last step, and the sum
     of the gradients that flowed into it since."""
 
-    def __init__(self, param: nn.Parameter) -> None:
+    def __init__(self, param: nn.Parameter, grad: torch.Tensor) -> None:
         self.param = param
-        self.after_step = _slice(param.grad)
+        self.after_step = _slice(grad)
         self.incoming = torch.zeros_like(self.after_step)
         self.flowed = 0
         self.handle = param.register_hook(self._arrived)
@@ -70,7 +76,8 @@ class MissingZeroGradProbe:
             self.zeroed = {}  # the earlier phase's zero_grad() is not beside this one's
             doc.subscribe(self, *self._EVENTS)
 
-    def on_zero_grad(self, doc: Reporter, optimizer: Any) -> None:
+    def on_zero_grad(self, doc: Reporter, event: ZeroGradEvent) -> None:
+        optimizer = event.optimizer
         if id(optimizer) not in self.zeroed:  # once per optimizer: a stack walk
             self.zeroed[id(optimizer)] = zeroed_by(optimizer)
 
@@ -81,7 +88,7 @@ class MissingZeroGradProbe:
                                               "off": False}  # fmt: skip
         return st
 
-    def on_scaler_step(self, doc: Reporter, event: ScalerEvent) -> None:
+    def on_scaler_step(self, doc: Reporter, event: ScalerStepEvent) -> None:
         self.scaled.add(id(event.optimizer))
 
     def on_pre_step(self, doc: Reporter, event: StepEvent) -> None:
@@ -124,7 +131,7 @@ class MissingZeroGradProbe:
         params = [p for g in event.optimizer.param_groups for p in g["params"]]
         for p in sorted(params, key=lambda p: p.numel() < 8):
             if p.grad is not None and not p.grad.is_sparse and bool(_slice(p.grad).any()):
-                st["watch"] = _Watch(p)
+                st["watch"] = _Watch(p, p.grad)
                 return
 
     def on_end(self, doc: Reporter) -> None:

@@ -44,7 +44,7 @@ class MissingZeroGradManualProbe:
         self.hooks = 0
         self.optimizer_steps = 0
         self.site: Any = None  # (pin) of the step or the first backward
-        self.doc: Reporter = None
+        self.doc: Reporter | None = None  # set when the weights are first watched
         self.closure = False
         self.backward: Any = None  # (pin) of the first backward inside a closure
         self.done = False
@@ -136,6 +136,8 @@ class MissingZeroGradManualProbe:
     def _moved(self, mark: str) -> bool:
         """Whether the watched weights changed since ``mark`` was taken (and retake it).
         Values, not the version counter: ``p.data.add_(...)`` does not bump it."""
+        if self.param is None:  # nothing watched yet: nothing moved
+            return False
         now = _fingerprint(self.param)
         moved = not torch.equal(now, getattr(self, mark))
         setattr(self, mark, now)
@@ -160,6 +162,8 @@ class MissingZeroGradManualProbe:
 
     def _report(self) -> None:
         doc = self.doc
+        if doc is None:  # reported from the gradient hook: set by _watch, before the hook
+            return
         self._stop(doc)
         site = self.site() if self.site is not None else None
         if site is None:
@@ -207,16 +211,16 @@ def _update_line(backward: Site) -> int | None:
         return None
     lines = []
     for n in ast.walk(tree):
-        grads = None
+        grads: ast.expr | None = None
         if isinstance(n, ast.AugAssign):
-            grads = n.value
+            grads, line = n.value, n.lineno
         elif isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and (
             n.func.attr.endswith("_") and n.func.attr != "zero_"
         ):
-            grads = n
+            grads, line = n, n.lineno
         if grads is not None and any(
             isinstance(a, ast.Attribute) and a.attr == "grad" for a in ast.walk(grads)
         ):
-            lines.append(n.lineno)
+            lines.append(line)
     after = [line for line in lines if line > backward.line]
     return min(after) if after else (min(lines) if lines else None)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainwell.doctor.events import BackwardEvent, Reporter, ScalerEvent, StepEvent
+from trainwell.doctor.events import BackwardEvent, Reporter, ScalerStepEvent, StepEvent
 from trainwell.doctor.findings import Finding
-from trainwell.doctor.nonfinite import _finite, _finite_norms
+from trainwell.doctor.nonfinite import all_finite, finite_norms
 from trainwell.doctor.nonfinite_cause import NONFINITE_CODES, first_cause
 from trainwell.doctor.singular import singular_site
 from trainwell.doctor.source import param_path
@@ -42,7 +42,7 @@ class NonFiniteGradProbe:
         if cause is not None and cause.code == "nonfinite-grad":
             doc.add(_finding(cause.site, cause.params, cause.what, doc.steps))
 
-    def on_scaler_step(self, doc: Reporter, event: ScalerEvent) -> None:
+    def on_scaler_step(self, doc: Reporter, event: ScalerStepEvent) -> None:
         # GradScaler checks and skips non-finite gradients itself: not a finding.
         self.in_scaler = True
 
@@ -57,9 +57,9 @@ class NonFiniteGradProbe:
             return
         grads = [p.grad for g in event.optimizer.param_groups for p in g["params"]
                  if p.grad is not None and not p.grad.is_sparse]  # fmt: skip
-        if not grads or _finite_norms(grads):
+        if not grads or finite_norms(grads):
             return
-        if self.loss is not None and not _finite([self.loss.detach()]):
+        if self.loss is not None and not all_finite([self.loss.detach()]):
             # A loss on an accelerator is read only now and then (the host would wait):
             # this one is not finite, and the loss's probes explain it when they read it.
             return
@@ -69,7 +69,7 @@ class NonFiniteGradProbe:
         names = {id(p): param_path(n, doc.model_name(r.module)) for r in doc.step_forwards
                  for n, p in r.module.named_parameters()}  # fmt: skip
         bad = [names.get(id(p), "?") for g in event.optimizer.param_groups for p in g["params"]
-               if p.grad is not None and not _finite([p.grad])]  # fmt: skip
+               if p.grad is not None and not all_finite([p.grad])]  # fmt: skip
         back = self.backward_site() if self.backward_site is not None else None
         if back is None:
             return

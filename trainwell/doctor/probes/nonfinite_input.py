@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from trainwell.doctor.events import BackwardEvent, BatchEvent, Reporter
 from trainwell.doctor.findings import Finding
-from trainwell.doctor.nonfinite import _finite, _float_tensors
+from trainwell.doctor.nonfinite import all_finite, float_tensors
 from trainwell.doctor.nonfinite_cause import first_cause
 
 
@@ -60,7 +60,7 @@ class NonFiniteInputProbe:
             doc.unsubscribe(self, "on_batch")
             return
         self.seen += 1
-        self.bad += not _finite(_float_tensors(event.batch))
+        self.bad += not all_finite(float_tensors(event.batch))
         if self.seen > self.FOLLOW or self.bad < self.seen:
             doc.unsubscribe(self, "on_batch")
 

@@ -8,12 +8,20 @@ from typing import Any
 from torch import nn
 
 from trainwell.doctor.coverage import Coverage, plain_containers
-from trainwell.doctor.events import BackwardEvent, CreatedEvent, ForwardEvent, Reporter, StepEvent
+from trainwell.doctor.events import (
+    BackwardEvent,
+    CreatedEvent,
+    EpochEndEvent,
+    ForwardEvent,
+    Reporter,
+    StepEvent,
+)
 from trainwell.doctor.findings import Finding
 from trainwell.doctor.graph import leaves
-from trainwell.doctor.modules import _params
+from trainwell.doctor.modules import params_of
 from trainwell.doctor.sites import Site
 from trainwell.doctor.source import param_path
+from trainwell.doctor.trackers import Trackers
 
 
 class ParamNotInOptimizerProbe:
@@ -37,7 +45,7 @@ class ParamNotInOptimizerProbe:
     LEAF_WALK = 20_000  # graph nodes walked to find the loss's leaf tensors
 
     def __init__(self) -> None:
-        self.coverage = Coverage()
+        self.coverage: Coverage  # the run's, handed by attach
         # the first losses' leaf tensors: id -> [tensor, backwards it was in]
         self.leaves: dict[int, list[Any]] = {}
         self.steps = 0
@@ -45,6 +53,9 @@ class ParamNotInOptimizerProbe:
         # After the check: (weak model, weak parameter, its name) of those in no optimizer.
         self.watched: list[tuple[Any, Any, str]] = []
         self.site: Site | None = None
+
+    def attach(self, trackers: Trackers) -> None:
+        self.coverage = trackers.get(Coverage)
 
     def on_optimizer_created(self, doc: Reporter, event: CreatedEvent) -> None:
         self.coverage.created_optimizer(event)
@@ -73,7 +84,7 @@ class ParamNotInOptimizerProbe:
         elif self.steps >= self.CHECK_AT:
             doc.unsubscribe(self, "on_backward")
 
-    def on_epoch_end(self, doc: Reporter, dataset: Any) -> None:
+    def on_epoch_end(self, doc: Reporter, event: EpochEndEvent) -> None:
         # The engine evaluates after each epoch's last step: its gradients are still there.
         if self.checked:
             self._look_again(doc, None)
@@ -109,7 +120,7 @@ class ParamNotInOptimizerProbe:
         # each step (the interpolates of a gradient penalty) is an input.
         in_models = {id(p) for model in models for p in model.parameters()}
         in_models |= {id(p) for model in models for *_, held in plain_containers(model)
-                      for m in held for p in _params(m) if p.requires_grad}  # fmt: skip
+                      for m in held for p in params_of(m) if p.requires_grad}  # fmt: skip
         loose = [t for key, (t, backwards) in self.leaves.items()
                  if backwards > 1 and t.requires_grad and key not in optimized
                  and key not in in_models]  # fmt: skip

@@ -9,7 +9,7 @@ from torch import nn
 
 from trainwell.doctor.events import CreatedEvent, ForwardEvent, Reporter, StepEvent
 from trainwell.doctor.findings import Finding
-from trainwell.doctor.modules import _parent
+from trainwell.doctor.modules import parent_of
 from trainwell.doctor.sites import Site
 from trainwell.doctor.source import (
     attribute_site,
@@ -110,7 +110,7 @@ class ParamWithoutGradProbe:
         # A parameter of the user's own class (``self.scale = nn.Parameter(...)``) is its
         # attribute; a library module's (a Linear's weight) is reached through the module.
         direct = user_class(type(module)) is not None
-        parent, attr = (module, params[0]) if direct else _parent(model, name)
+        parent, attr = (module, params[0]) if direct else parent_of(model, name)
         site, how = None, ""
         if parent is not None and attr:
             used = uses_attribute(type(parent), attr)

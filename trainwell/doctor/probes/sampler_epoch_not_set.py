@@ -78,7 +78,7 @@ class SamplerEpochNotSetProbe:
 
         batches = getattr(event.loader, "_index_sampler", None)
         try:
-            count = len(batches)
+            count = len(batches)  # type: ignore[arg-type]  # None raises TypeError too
         except TypeError:  # an IterableDataset's sampler has no length
             return
         sampler = getattr(batches, "sampler", batches)
@@ -153,7 +153,9 @@ def _names(batches: Any, sampler: Any) -> tuple[str | None, str | None]:
 
 def _assigned_name(site: Site | None) -> str | None:
     """``train_loader`` of ``train_loader = DataLoader(...)`` at ``site``, if it is one."""
-    tree = parse(site.file) if site is not None else None
+    if site is None:
+        return None
+    tree = parse(site.file)
     for node in ast.walk(tree) if tree is not None else ():
         if (isinstance(node, ast.Assign) and node.lineno <= site.line <= (node.end_lineno or 0)
                 and len(node.targets) == 1

@@ -8,9 +8,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from trainwell.doctor.calls import CallEvent
 from trainwell.doctor.codes import severity
-from trainwell.doctor.events import Reporter
+from trainwell.doctor.events import CallEvent, Reporter
 from trainwell.doctor.findings import Finding
 from trainwell.doctor.sites import is_user_file, parse
 from trainwell.doctor.source import call_name
@@ -96,15 +95,15 @@ def _saved_name(frame: Any, keys: tuple) -> str:
     node = _first_argument(frame)
     if node is None:
         return "obj" + "".join(f"[{k!r}]" for k in keys) if keys else "the saved object"
-    keys = list(keys)
-    while keys:  # into the literal as far as it is written: {"nets": {"g": G}} -> G
-        inner = _literal_item(node, keys[0])
+    left = list(keys)
+    while left:  # into the literal as far as it is written: {"nets": {"g": G}} -> G
+        inner = _literal_item(node, left[0])
         if inner is None:
             break
         node = inner
-        keys.pop(0)
+        left.pop(0)
     text = ast.unparse(node)
-    return (text if len(text) <= 40 else "obj") + "".join(f"[{k!r}]" for k in keys)
+    return (text if len(text) <= 40 else "obj") + "".join(f"[{k!r}]" for k in left)
 
 
 def _literal_item(node: ast.expr, key: Any) -> ast.expr | None:
@@ -135,7 +134,8 @@ def _first_argument(frame: Any) -> ast.expr | None:
     tree = parse(frame.f_code.co_filename)
     line = frame.f_lineno
     for node in ast.walk(tree) if tree is not None else ():
-        spans = isinstance(node, ast.Call) and node.lineno <= line <= (node.end_lineno or line)
-        if spans and node.args and call_name(node) == "save":
+        if not isinstance(node, ast.Call) or not node.lineno <= line <= (node.end_lineno or line):
+            continue
+        if node.args and call_name(node) == "save":
             return node.args[0]
     return None

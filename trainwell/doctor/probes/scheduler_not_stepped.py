@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from trainwell.doctor.events import (
     CreatedEvent,
+    EpochEndEvent,
     Reporter,
-    ScalerEvent,
+    ScalerStepEvent,
+    SchedulerStepEvent,
     StepEvent,
 )
 from trainwell.doctor.findings import Finding
@@ -49,14 +49,15 @@ class SchedulerNotSteppedProbe:
             self.counted = True
             doc.unsubscribe(self, "on_step")
 
-    def on_scaler_step(self, doc: Reporter, event: ScalerEvent) -> None:
+    def on_scaler_step(self, doc: Reporter, event: ScalerStepEvent) -> None:
         self.scaled.add(id(event.optimizer))
 
-    def on_epoch_end(self, doc: Reporter, dataset: Any) -> None:
+    def on_epoch_end(self, doc: Reporter, event: EpochEndEvent) -> None:
         if self.optimizer_steps:
             self.epochs_after_step += 1
 
-    def on_scheduler_step(self, doc: Reporter, scheduler: Any) -> None:
+    def on_scheduler_step(self, doc: Reporter, event: SchedulerStepEvent) -> None:
+        scheduler = event.scheduler
         first = id(scheduler) not in self.stepped
         self.stepped.add(id(scheduler))
         optimizer = getattr(scheduler, "optimizer", None)

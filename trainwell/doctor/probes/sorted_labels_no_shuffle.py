@@ -128,7 +128,7 @@ class SortedLabelsNoShuffleProbe:
 
     def __init__(self) -> None:
         self.reading: dict[int, _Reading] = {}  # id(iterator) -> its pass
-        self.verdicts: dict[int, tuple[int, int] | None | bool] = {}  # id(dataset) ->
+        self.verdicts: dict[int, tuple[int, int] | tuple[()] | None] = {}  # id(dataset) ->
         self.reported: set[int] = set()
 
     def on_batch(self, doc: Reporter, event: BatchEvent) -> None:
@@ -157,12 +157,13 @@ class SortedLabelsNoShuffleProbe:
         ds = it._dataset
         if type(sampler) is not SequentialSampler or id(ds) in self.reported:
             return
-        verdict = self.verdicts.get(id(ds), False)
-        if verdict is False:
+        if id(ds) in self.verdicts:
+            verdict = self.verdicts[id(ds)]
+        else:
             labels = dataset_labels(ds)
-            verdict = sorted_runs(labels) if labels is not None else None
-            verdict = self.verdicts[id(ds)] = verdict if (verdict or labels is None) else ()
-        if verdict == ():
+            runs = sorted_runs(labels) if labels is not None else None
+            verdict = self.verdicts[id(ds)] = runs if (runs or labels is None) else ()
+        if verdict is not None and len(verdict) != 2:
             return  # its labels are known, and not sorted
         self.reading[id(it)] = _Reading(ds, doc.steps, verdict)
 
@@ -205,7 +206,7 @@ class SortedLabelsNoShuffleProbe:
         ds = reading.dataset
         self.reported.add(id(ds))
         site = doc.loader_sites.get(id(ds)) or event.site
-        if site is None:
+        if site is None or reading.verdict is None:
             return
         loop = event.site
         related = ([{"file": loop.file, "line": loop.line, "what": "the training loop"}]

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from trainwell.doctor.events import BackwardEvent, Reporter, ScalerEvent, StepEvent
+from trainwell.doctor.events import (
+    BackwardEvent,
+    Reporter,
+    ScalerStepEvent,
+    StepEvent,
+    ZeroGradEvent,
+)
 from trainwell.doctor.findings import Finding
-from trainwell.doctor.gradients import FreshGradients
+from trainwell.doctor.gradients import GradientVerdicts
+from trainwell.doctor.trackers import Trackers
 
 
 class StepBeforeBackwardProbe:
@@ -21,15 +26,18 @@ class StepBeforeBackwardProbe:
     STREAK = 3
 
     def __init__(self) -> None:
-        self.grads = FreshGradients(self.CHECK)
+        self.grads: GradientVerdicts  # over the run's FreshGradients, made in attach
+
+    def attach(self, trackers: Trackers) -> None:
+        self.grads = GradientVerdicts(trackers, self.CHECK)
 
     def on_backward(self, doc: Reporter, event: BackwardEvent) -> None:
         self.grads.backward(event)
 
-    def on_zero_grad(self, doc: Reporter, optimizer: Any) -> None:
-        self.grads.zero_grad(optimizer)
+    def on_zero_grad(self, doc: Reporter, event: ZeroGradEvent) -> None:
+        self.grads.zero_grad(event.optimizer)
 
-    def on_scaler_step(self, doc: Reporter, event: ScalerEvent) -> None:
+    def on_scaler_step(self, doc: Reporter, event: ScalerStepEvent) -> None:
         self.grads.scaler_step(event.optimizer)
 
     def on_pre_step(self, doc: Reporter, event: StepEvent) -> None:

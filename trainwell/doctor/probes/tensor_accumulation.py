@@ -7,9 +7,9 @@ from typing import Any
 
 import torch
 
-from trainwell.doctor.events import Reporter, StepEvent
+from trainwell.doctor.events import Reporter, StepEvent, UpdateEvent
 from trainwell.doctor.findings import Finding
-from trainwell.doctor.holders import _grows, _Holder, _store_site
+from trainwell.doctor.holders import Holder, grows, store_site
 from trainwell.doctor.memory import climbing, cuda_memory
 from trainwell.doctor.scan import ItemCounts, holders_at, scheduled, sleep_until_scheduled
 
@@ -51,12 +51,12 @@ class TensorAccumulationProbe:
         sample = (event.step // self.EVERY + 1) * self.EVERY if self.sampling else None
         sleep_until_scheduled(doc, self, event.step, also=sample)
 
-    def on_update(self, doc: Reporter, event: StepEvent) -> None:
+    def on_update(self, doc: Reporter, event: UpdateEvent) -> None:
         # A hand-written update (no optimizer) counted as a step: scanned alike.
         if scheduled(event.step):
             self._scan(doc, event)
 
-    def _scan(self, doc: Reporter, event: StepEvent) -> None:
+    def _scan(self, doc: Reporter, event: StepEvent | UpdateEvent) -> None:
         seen: set[str] = set()
         for path, holder in holders_at(doc, event):
             if isinstance(holder.value, torch.Tensor):
@@ -65,14 +65,14 @@ class TensorAccumulationProbe:
             if count is None:
                 continue
             seen.add(path)
-            if _grows(self.history, path, count, self.DEVICE_STEPS):
+            if grows(self.history, path, count, self.DEVICE_STEPS):
                 self._report_holder(doc, holder, count)
         for path in [p for p in self.history if p not in seen]:
             del self.history[path]
         self.counts.forget(seen)
 
-    def _report_holder(self, doc: Reporter, holder: _Holder, count: int) -> None:
-        site = _store_site(holder, container=True)
+    def _report_holder(self, doc: Reporter, holder: Holder, count: int) -> None:
+        site = store_site(holder, container=True)
         if site is None:
             return
         file, line, created = site
@@ -105,6 +105,8 @@ class TensorAccumulationProbe:
         if named or not climbing(list(self.samples)):
             return
         frame = event.frame
+        if frame is None:
+            return
         first, last = self.samples[0][0], self.samples[-1][0]
         doc.add(
             Finding(

@@ -11,8 +11,8 @@ from torch import nn
 from trainwell.doctor.events import CreatedEvent, ForwardEvent, Reporter
 from trainwell.doctor.findings import Finding
 from trainwell.doctor.modules import (
-    _NORM,
-    _mode_modules,
+    NORM,
+    mode_modules,
 )
 from trainwell.doctor.sites import Site
 
@@ -107,11 +107,11 @@ class TrainModeInEvalProbe:
         if self.reported:
             return
         model = event.module
-        modules = _mode_modules(model, self.cache)
+        modules = mode_modules(model, self.cache)
         if not model.training or not any(m.training for m in modules):
             self.run.pop(id(model), None)
             return
-        if any(isinstance(m, _NORM) and m.momentum is None and m.training for m in modules):
+        if any(isinstance(m, NORM) and m.momentum is None and m.training for m in modules):
             return  # cumulative statistics: precise BN, recomputed on purpose
         if not event.caller_is_user() or not self._trained(model):
             return

@@ -7,8 +7,9 @@ from torch import nn
 from trainwell.doctor.coverage import Coverage, plain_containers
 from trainwell.doctor.events import CreatedEvent, ForwardEvent, Reporter, StepEvent
 from trainwell.doctor.findings import Finding
-from trainwell.doctor.modules import _params
+from trainwell.doctor.modules import params_of
 from trainwell.doctor.source import attribute_site
+from trainwell.doctor.trackers import Trackers
 
 
 class UnregisteredModuleProbe:
@@ -22,9 +23,12 @@ class UnregisteredModuleProbe:
     CHECK_AT = 3
 
     def __init__(self) -> None:
-        self.coverage = Coverage()
+        self.coverage: Coverage  # the run's, handed by attach
         self.steps = 0
         self.checked = False
+
+    def attach(self, trackers: Trackers) -> None:
+        self.coverage = trackers.get(Coverage)
 
     def on_optimizer_created(self, doc: Reporter, event: CreatedEvent) -> None:
         self.coverage.created_optimizer(event)
@@ -49,7 +53,7 @@ class UnregisteredModuleProbe:
         optimized = self.coverage.optimized()
         for model in list(self.coverage.models):
             for module, attr, value, held in plain_containers(model):
-                trainable = [p for m in held for p in _params(m) if p.requires_grad]
+                trainable = [p for m in held for p in params_of(m) if p.requires_grad]
                 if trainable:  # frozen parts hidden on purpose (a teacher in a list)
                     self._report(doc, module, attr, value, held, trainable, optimized)
 
