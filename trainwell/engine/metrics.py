@@ -59,7 +59,8 @@ class MetricSums:
             if held is None:
                 held = self.pending[name] = []
                 self.pending_n[name] = []
-            held.append(value.detach())
+            # A value without grad (the stepper's detached loss) needs no detach: one op less.
+            held.append(value.detach() if value.requires_grad else value)
             self.pending_n[name].append(n)
             if len(held) >= self.FOLD_EVERY:
                 self._fold(name)

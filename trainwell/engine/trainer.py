@@ -44,6 +44,7 @@ from trainwell.engine.optim import steps_per_eval
 from trainwell.engine.param_groups import group_lrs
 from trainwell.engine.progress import Progress
 from trainwell.engine.rundir import RunDir
+from trainwell.engine.sched_step import scheduler_step
 from trainwell.engine.signals import GracefulStop, Interrupted
 from trainwell.engine.state import LoopState
 from trainwell.engine.step import Stepper
@@ -88,7 +89,6 @@ class Trainer:
     done: bool = False
     # The doctor's findings so far (the memory monitor names a holder among them).
     findings: Callable[[], list] = list
-    _ddp_checked: bool = field(default=False, repr=False)
     # The monitor was reported once (or found missing: the run stopped).
     _monitor_seen: bool = field(default=False, repr=False)
     _epoch_started: float = field(default=0.0, repr=False)
@@ -101,6 +101,10 @@ class Trainer:
         # collective (a device sync on CUDA): only at log points, where the loop syncs anyway.
         self._stop_every = self.cfg.train.log_every if self.place.distributed else 1
         self._on_step = self.callbacks.has("on_step_end")
+        # Per step: the scheduler's call (a fast path for a flat schedule) and whether
+        # the one-off DDP gradient check is still to come; decided here, not per step.
+        self._step_scheduler = None if self._per_eval else scheduler_step(self.scheduler)
+        self._ddp_check_due = self.place.distributed
         self.memory = MemoryLog(self.place.device)
         # The loop owns the step anatomy; the stepper marks its own phases on it.
         self.clock = self.stepper.clock = StepClock(self.place.device)
@@ -154,18 +158,20 @@ class Trainer:
         scheduler's step, and the counters."""
         clock = self.clock
         clock.mark("data")  # since the last step ended: waiting for this batch
-        compiling = self.stepper.eager is not None
-        began = time.perf_counter()
-        self.stepper(micro_batches, self.loop.window, self.loop.optim_window)
-        if compiling:
+        loop = self.loop
+        if self.stepper.eager is not None:  # the first compiled step: timed apart
+            began = time.perf_counter()
+            self.stepper(micro_batches, loop.window, loop.optim_window)
             self._report_compile(time.perf_counter() - began)
-        if self.place.distributed and not self._ddp_checked:
+        else:
+            self.stepper(micro_batches, loop.window, loop.optim_window)
+        if self._ddp_check_due:
             _check_all_params_got_grads(self.model, self.cfg)
-            self._ddp_checked = True
-        if not self._per_eval:
-            self.scheduler.step()
-        self.loop.step += 1
-        clock.mark("optim")
+            self._ddp_check_due = False
+        if self._step_scheduler is not None:
+            self._step_scheduler()
+        loop.step += 1
+        clock.mark("optim")  # the optimizer's step and the scheduler's (the stepper's mark)
         clock.step_done()
 
     def _report_compile(self, seconds: float) -> None:
@@ -194,7 +200,8 @@ class Trainer:
         if self._memory_action == "checkpoint":
             self.checkpointer.save(self.run, ["last.pt"])
             self._memory_action = None
-        if step % self._stop_every == 0:
+        # One process: the flag itself (stop_if_requested's collective is only for N).
+        if step % self._stop_every == 0 and (self.place.distributed or self.stop.requested):
             self.stop_if_requested()
         if self.profiler is not None:
             self.profiler.step()
