@@ -105,6 +105,7 @@ class Trainer:
         # the one-off DDP gradient check is still to come; decided here, not per step.
         self._step_scheduler = None if self._per_eval else scheduler_step(self.scheduler)
         self._ddp_check_due = self.place.distributed
+        self._stop_collective = self.place.distributed  # else the flag alone, per step
         self.memory = MemoryLog(self.place.device)
         # The loop owns the step anatomy; the stepper marks its own phases on it.
         self.clock = self.stepper.clock = StepClock(self.place.device)
@@ -201,7 +202,7 @@ class Trainer:
             self.checkpointer.save(self.run, ["last.pt"])
             self._memory_action = None
         # One process: the flag itself (stop_if_requested's collective is only for N).
-        if step % self._stop_every == 0 and (self.place.distributed or self.stop.requested):
+        if step % self._stop_every == 0 and (self._stop_collective or self.stop.signum is not None):
             self.stop_if_requested()
         if self.profiler is not None:
             self.profiler.step()
