@@ -44,9 +44,6 @@ PER_STEP = {
     "step": 1,  # sched_step's flat-schedule count
     "_at_peak": 1,
     "before_step": 1,  # added_groups: one length comparison
-    # At the log point, MetricSums folds the window's noted values in one stacked kernel;
-    # its check that the batches were equal walks them (a generator: one resume each).
-    "<genexpr>": 1,
 }
 
 
