@@ -172,7 +172,7 @@ class Trainer:
         if self._step_scheduler is not None:
             self._step_scheduler()
         loop.step += 1
-        clock.mark("optim")  # the optimizer's step and the scheduler's (the stepper's mark)
+        clock.mark("optim")  # since compute: the optimizer's step and the scheduler's
         clock.step_done()
 
     def _report_compile(self, seconds: float) -> None:
