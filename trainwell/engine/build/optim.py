@@ -29,6 +29,7 @@ from torch import nn
 
 from trainwell._options import check, check_int, check_number, option
 from trainwell.engine.build.param_groups import build_groups, check_extra_keys, check_groups
+from trainwell.engine.build.sched_step import mark_flat
 from trainwell.errors import UserError
 from trainwell.imports import call_with, is_import_path, resolve
 
@@ -273,9 +274,12 @@ def build_scheduler(
         100
     """
     if not is_import_path(cfg.name):
-        return torch.optim.lr_scheduler.LambdaLR(
-            optimizer, lambda step: lr_factor(cfg, step, total_steps)
-        )
+        # A plain function (LambdaLR's state_dict leaves functions out); a constant
+        # schedule is marked flat after its warmup, so the loop can skip torch's step.
+        warmup = warmup_length(cfg, total_steps)
+        factor = mark_flat(lambda step: lr_factor(cfg, step, total_steps),
+                           warmup if cfg.name == "constant" else None)  # fmt: skip
+        return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
     factory = resolve(cfg.name, "sched.name")
     inject = {"total_steps": total_steps}
     kwargs = per_group_peaks(dict(cfg.kwargs), optimizer)

@@ -232,7 +232,12 @@ class TrainData:
         for _ in itertools.islice(batches, skip_batches):
             pass
         left = None if self.steps_per_epoch is None else self.steps_per_epoch - skip_steps
-        for _ in itertools.count() if left is None else range(left):
+        counted = itertools.count() if left is None else range(left)
+        if self.accum == 1:  # the usual: no islice and list per step (the same batches)
+            for _, batch in zip(counted, batches):
+                yield [batch]
+            return
+        for _ in counted:
             step = list(itertools.islice(batches, self.accum))
             if len(step) < self.accum:  # the end of an iterable: no partial step
                 return

@@ -26,6 +26,7 @@ from torch import nn
 from trainwell.config import Config
 from trainwell.engine.build.optim import steps_per_eval
 from trainwell.engine.build.param_groups import group_lrs
+from trainwell.engine.build.sched_step import scheduler_step
 from trainwell.engine.checkpointing import checkpoint as ckpt
 from trainwell.engine.distributed.placement import any_process, broadcast_object
 from trainwell.engine.loop.amp import amp_metrics
@@ -62,7 +63,6 @@ class Trainer(Assembly):
     compile_s: float | None = None
     # True once train() returned: the final state is in last.pt.
     done: bool = False
-    _ddp_checked: bool = field(default=False, repr=False)
     # The monitor was reported once (or found missing: the run stopped).
     _monitor_seen: bool = field(default=False, repr=False)
     _epoch_started: float = field(default=0.0, repr=False)
@@ -89,6 +89,11 @@ class Trainer(Assembly):
         # collective (a device sync on CUDA): only at log points, where the loop syncs anyway.
         self._stop_every = self.cfg.train.log_every if self.place.distributed else 1
         self._on_step = self.callbacks.has("on_step_end")
+        # Per step: the scheduler's call (a fast path for a flat schedule) and whether
+        # the one-off DDP gradient check is still to come; decided here, not per step.
+        self._step_scheduler = None if self._per_eval else scheduler_step(self.scheduler)
+        self._ddp_check_due = self.place.distributed
+        self._stop_collective = self.place.distributed  # else the flag alone, per step
         self.memory = MemoryLog(self.place.device)
         self.callbacks.writer = self._write_logged  # ctx.log
         doctor = self.cfg.doctor
@@ -135,18 +140,20 @@ class Trainer(Assembly):
         scheduler's step, and the counters."""
         clock = self.clock
         clock.mark("data")  # since the last step ended: waiting for this batch
-        compiling = self.stepper.eager is not None
-        began = time.perf_counter()
-        self.stepper(micro_batches, self.loop.window, self.loop.optim_window)
-        if compiling:
+        loop = self.loop
+        if self.stepper.eager is not None:  # the first compiled step: timed apart
+            began = time.perf_counter()
+            self.stepper(micro_batches, loop.window, loop.optim_window)
             self._report_compile(time.perf_counter() - began)
-        if self.place.distributed and not self._ddp_checked:
+        else:
+            self.stepper(micro_batches, loop.window, loop.optim_window)
+        if self._ddp_check_due:
             _check_all_params_got_grads(self.model, self.cfg)
-            self._ddp_checked = True
-        if not self._per_eval:
-            self.scheduler.step()
-        self.loop.step += 1
-        clock.mark("optim")
+            self._ddp_check_due = False
+        if self._step_scheduler is not None:
+            self._step_scheduler()
+        loop.step += 1
+        clock.mark("optim")  # since compute: the optimizer's step and the scheduler's
         clock.step_done()
 
     def _report_compile(self, seconds: float) -> None:
@@ -175,7 +182,8 @@ class Trainer(Assembly):
         if self._memory_action == "checkpoint":
             self.checkpointer.save(self.run, self.loggers, ["last.pt"])
             self._memory_action = None
-        if step % self._stop_every == 0:
+        # One process: the flag itself (stop_if_requested's collective is only for N).
+        if step % self._stop_every == 0 and (self._stop_collective or self.stop.signum is not None):
             self.stop_if_requested()
         if self.profiler is not None:
             self.profiler.step()

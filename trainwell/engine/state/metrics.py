@@ -59,7 +59,8 @@ class MetricSums:
             if held is None:
                 held = self.pending[name] = []
                 self.pending_n[name] = []
-            held.append(value.detach())
+            # A value without grad (the stepper's detached loss) needs no detach: one op less.
+            held.append(value.detach() if value.requires_grad else value)
             self.pending_n[name].append(n)
             if len(held) >= self.FOLD_EVERY:
                 self._fold(name)
@@ -74,7 +75,7 @@ class MetricSums:
     def _fold(self, name: str) -> None:
         values, ns = self.pending.pop(name), self.pending_n.pop(name)
         stacked = torch.stack([v.reshape(()).to(self.dtype) for v in values])
-        if all(k == ns[0] for k in ns):  # the usual case: equal batches, no transfer
+        if ns.count(ns[0]) == len(ns):  # the usual case: equal batches, no transfer
             weighted = stacked.sum() * ns[0]
         else:
             weights = torch.tensor(ns, dtype=self.dtype).to(self.device, non_blocking=True)

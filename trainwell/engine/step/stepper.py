@@ -44,8 +44,9 @@ class Stepper:
         device: where batches go.
         inspect: called on each batch before it moves to the device (the label check of
             the first epoch); ``None`` for nothing.
-        clock: marks the end of each phase of the step (copy, compute, optim) for the
-            step anatomy (:mod:`trainwell.engine.step.anatomy`); ``None`` for no timing.
+        clock: marks the end of each phase of the step (copy, compute) for the step
+            anatomy (:mod:`trainwell.engine.step.anatomy`); ``None`` for no timing. The
+            optimizer's phase is the caller's to mark, once its scheduler has stepped.
         eager: with ``net`` compiled (``train.compile``), the module without compilation:
             should the first step fail to compile, ``on_compile_failure(reason)`` is told
             and training goes on eager with it.
@@ -107,12 +108,13 @@ class Stepper:
             return self._first_compiled_step(micro_batches, sums, norms)
         self.optimizer.zero_grad(set_to_none=True)
         accum = len(micro_batches)
-        # The first compiled step's forward+backward is mostly compilation: its own phase.
-        phase = "compute"
-        total: torch.Tensor | None = None
-        for i, batch in enumerate(micro_batches):
-            loss = self._micro_step(batch, i < accum - 1, accum, sums, phase)
-            total = loss if total is None else total + loss
+        if accum == 1:  # the usual: no loop, no sum
+            total = self._micro_step(micro_batches[0], False, 1, sums, "compute")
+        else:
+            total = None
+            for i, batch in enumerate(micro_batches):
+                loss = self._micro_step(batch, i < accum - 1, accum, sums, "compute")
+                total = loss if total is None else total + loss
         self._update(norms)
         assert total is not None
         return _mean(total, accum)
@@ -136,11 +138,14 @@ class Stepper:
                 loss, metrics, n = self._forward_backward(batch, count, accum)
         else:
             loss, metrics, n = self._forward_backward(batch, count, accum)
+        raw, loss = loss, loss.detach()
         if sums is not None:
+            if metrics["loss"] is raw:  # unpack's own dict: one detach for sums and caller
+                metrics["loss"] = loss
             sums.add(metrics, n)
         if clock is not None:
             clock.mark(phase)
-        return loss.detach()
+        return loss
 
     def _update(self, norms: MetricSums | None) -> None:
         """Unscale, clip, and the optimizer's step."""
@@ -159,8 +164,6 @@ class Stepper:
             self._update_scale(scaler)
         else:
             self.optimizer.step()
-        if self.clock is not None:
-            self.clock.mark("optim")
 
     def _update_scale(self, scaler: torch.amp.GradScaler) -> None:
         """The scaler's update; a step it skipped (inf/NaN gradients) lowered the scale,
@@ -239,4 +242,6 @@ class Stepper:
 
 def _mean(total: torch.Tensor, accum: int) -> torch.Tensor:
     """The step's loss: the micro-batches' summed losses over their number, in fp32."""
-    return total.float() / accum if accum > 1 else total.float()
+    if accum > 1:
+        return total.float() / accum
+    return total if total.dtype == torch.float32 else total.float()  # .float(): itself

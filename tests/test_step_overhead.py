@@ -1,0 +1,176 @@
+"""The lean step's own work, counted: which of trainwell's functions one optimizer step calls,
+and how often, with nothing configured that needs more (fp32, no clipping, a constant
+schedule, no callbacks or loggers, no log point, one process). Counts, never times: the
+same on a busy machine. A function that starts running every step (a dispatch to no
+callback, a log dict built on a non-log step, a collective on one process, torch's
+scheduler step for a flat schedule) fails here by name; ``benchmarks/overhead.py`` says
+what the step costs in time.
+"""
+
+from __future__ import annotations
+
+import cProfile
+import gc
+import pstats
+from collections import Counter
+
+import pytest
+import torch
+from torch import nn
+from torch.utils.data import TensorDataset
+
+import trainwell
+
+LEAN = ["train.precision=fp32", "doctor.enabled=false", "run.device=cpu", "sched.name=constant",
+        "train.grad_clip=0", "data.batch_size=16", "train.epochs=1", "train.log_every=1000",
+        "checkpoint.every_steps=0", "early_stop.patience=0"]  # fmt: skip
+
+# Per optimizer step, by function name: the loop, the step, the loss, its running sum, the
+# step anatomy's four marks (data, compute, optim, other), the data's generator, the flat
+# schedule's count and the optimizer's added-groups check. Nothing else of trainwell's.
+PER_STEP = {
+    "train_step": 1,
+    "after_step": 1,
+    "__call__": 2,  # the Stepper, the LossStep
+    "_micro_step": 1,
+    "_forward_backward": 1,
+    "_update": 1,
+    "_mean": 1,
+    "unpack": 1,
+    "sample_count": 1,
+    "add": 1,  # MetricSums: the loss noted (a list append)
+    "mark": 4,
+    "step_done": 1,
+    "epoch": 1,  # TrainData.epoch: the generator yields the step's micro-batches
+    "step": 1,  # sched_step's flat-schedule count
+    "_at_peak": 1,
+    "before_step": 1,  # added_groups: one length comparison
+}
+
+
+def _data(n: int = 640) -> TensorDataset:
+    g = torch.Generator().manual_seed(0)
+    return TensorDataset(torch.randn(n, 8, generator=g), torch.randint(0, 3, (n,), generator=g))
+
+
+def _calls(tmp_path, steps: int, extra: list[str], callbacks=None) -> tuple[Counter, Counter]:
+    """Calls of trainwell's functions (by name) and of torch's scheduler step in a run of
+    ``steps`` steps (one epoch of 40, one log point at the end)."""
+    cfg = trainwell.load_config(overrides=[*LEAN, *extra, f"train.max_steps={steps}",
+                                           f"run.dir={tmp_path / str(steps)}"])  # fmt: skip
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 3))
+    profile = cProfile.Profile()
+    # Earlier runs' garbage (a run lock's __del__) must not be collected inside this one's
+    # count: collected now, and no collection while counting.
+    gc.collect()
+    gc.disable()
+    profile.enable()
+    try:
+        trainwell.fit(cfg, model=model, train_data=_data(), loss_fn=nn.CrossEntropyLoss(),
+                      callbacks=callbacks)  # fmt: skip
+    finally:
+        profile.disable()
+        gc.enable()
+    ours, torch_calls = Counter(), Counter()
+    for (path, _line, name), (_prim, calls, *_rest) in pstats.Stats(profile).stats.items():
+        if "/trainwell/" in path.replace("\\", "/"):
+            ours[name] += calls
+        elif path.replace("\\", "/").endswith("torch/optim/lr_scheduler.py"):
+            torch_calls[name] += calls
+    return ours, torch_calls
+
+
+def _per_step(tmp_path, extra: list[str], callbacks=None) -> tuple[dict, dict]:
+    """Calls per step: the difference of a 10-step and a 30-step run, over 20 steps (set-up,
+    the log point and the epoch's end are alike in both and cancel)."""
+    _calls(tmp_path / "warm", 10, extra, callbacks)  # first imports and first-call caches
+    (few, torch_few), (many, torch_many) = (
+        _calls(tmp_path / "a", 10, extra, callbacks),
+        _calls(tmp_path / "b", 30, extra, callbacks),
+    )
+
+    def diff(a: Counter, b: Counter) -> dict:
+        return {k: (b[k] - a[k]) / 20 for k in set(a) | set(b) if b[k] != a[k]}
+
+    return diff(few, many), diff(torch_few, torch_many)
+
+
+def test_the_lean_step_calls_only_its_own_work(tmp_path):
+    ours, from_torch = _per_step(tmp_path, [])
+    assert ours == PER_STEP, f"per-step calls changed: {sorted(ours.items())}"
+    # torch's LambdaLR.step (about fifteen calls) does not run for a flat schedule; what
+    # is left of torch's scheduler is the wrapper it put on optimizer.step (it notes that
+    # the optimizer stepped).
+    assert from_torch == {"wrapper": 1}, from_torch
+
+
+@pytest.mark.parametrize("warmup", [1, 7])
+def test_past_its_warmup_a_constant_schedule_only_counts(tmp_path, warmup):
+    # Both runs step torch's scheduler through the same warmup; after it, neither does.
+    ours, from_torch = _per_step(tmp_path, [f"sched.warmup_steps={warmup}"])
+    assert ours == PER_STEP and from_torch == {"wrapper": 1}, (ours, from_torch)
+
+
+@pytest.mark.parametrize("name", ["cosine"])
+def test_a_changing_schedule_steps_torchs_scheduler_every_step(tmp_path, name):
+    ours, from_torch = _per_step(tmp_path, [f"sched.name={name}"])
+    assert from_torch.get("step") == 1, from_torch
+    # No fast path for it (no count on the side), and the rest of the step is unchanged;
+    # the lr per group is the schedule's own (lr_factor and its warmup, per group).
+    assert "_at_peak" not in ours
+    schedule = ("<lambda>", "lr_factor", "warmup_length", "is_import_path")
+    assert {k: v for k, v in ours.items() if k not in schedule} == {
+        k: v for k, v in PER_STEP.items() if k not in ("step", "_at_peak")
+    }
+
+
+class _StepCounter:
+    def __init__(self) -> None:
+        self.steps = 0
+
+    def on_step_end(self, ctx) -> None:
+        self.steps += 1
+
+
+class _EvalOnly:
+    def on_eval_end(self, ctx) -> None:
+        pass
+
+
+def test_callbacks_are_dispatched_per_step_only_when_one_has_on_step_end(tmp_path):
+    # A callback without on_step_end: nothing more per step than with none.
+    ours, _ = _per_step(tmp_path / "eval", [], callbacks=[_EvalOnly()])
+    assert ours == PER_STEP
+    # One with on_step_end: the dispatch runs, once a step.
+    counter = _StepCounter()
+    ours, _ = _per_step(tmp_path / "step", [], callbacks=[counter])
+    assert ours["notify"] == 1 and ours["call"] == 1, sorted(ours.items())
+    assert counter.steps == 10 + 10 + 30  # the warm-up run's, and the two counted
+
+
+class _Nudger:
+    """Sets group 0's lr at every step's end; notes what the lr was before it did."""
+
+    def __init__(self, lr: float) -> None:
+        self.lr, self.seen = lr, []
+
+    def on_step_end(self, ctx) -> None:
+        groups = ctx.optimizer.param_groups
+        self.seen.append([g["lr"] for g in groups])
+        groups[0]["lr"] = self.lr
+
+
+@pytest.mark.parametrize("lr, peak", [(0.5, 0.003), (0.003, 0.003), (1e-4, 0.02)])
+def test_a_flat_schedule_still_sets_the_lr_a_callback_changed(tmp_path, lr, peak):
+    # As with torch's LambdaLR.step: the scheduler puts back the schedule's lr after each
+    # optimizer step, whatever a callback set (the fast path counts only when every group
+    # already holds its peak).
+    nudger = _Nudger(lr)
+    cfg = trainwell.load_config(overrides=[*LEAN, "train.max_steps=6", f"optim.lr={peak}",
+                                           f"run.dir={tmp_path / 'run'}"])  # fmt: skip
+    result = trainwell.fit(cfg, model=nn.Linear(8, 3), train_data=_data(),
+                           loss_fn=nn.CrossEntropyLoss(), callbacks=[nudger])  # fmt: skip
+    assert [seen[0] for seen in nudger.seen] == [peak] * 6
+    assert len(nudger.seen[0]) == 2  # both groups (decay, no decay) followed
+    assert result.summary["steps"] == 6

@@ -1,0 +1,73 @@
+"""The scheduler's per-step call, without torch's machinery where the schedule is flat.
+
+``LambdaLR.step()`` runs about fifteen Python calls per optimizer step (the lambda per
+group, a context manager, a list per group's lr), which on a tiny model is a percent of
+the step. Past its warmup, the engine's ``sched.name=constant`` schedule sets every
+group's lr to its peak, which it already holds: the step then only counts. The fast
+path counts (``last_epoch``, ``_step_count``, exactly as ``step()`` would) and leaves the
+lrs alone; anything else (a warmup step, an lr a callback changed, a group added at run
+time, any other scheduler) takes the real ``step()``. The scheduler's state is the same
+either way, so checkpoints and resumes do not see the difference.
+
+Example:
+    >>> import torch
+    >>> opt = torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=0.1)
+    >>> factor = lambda step: 1.0
+    >>> factor.flat_after = 0  # the engine marks its constant schedule so
+    >>> sched = torch.optim.lr_scheduler.LambdaLR(opt, factor)
+    >>> step = scheduler_step(sched)
+    >>> opt.step(); step(); opt.step(); step()
+    >>> sched.last_epoch, sched.get_last_lr()
+    (2, [0.1])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+# The attribute on a LambdaLR's lambda: the first step from which it returns 1.0 for good.
+FLAT_AFTER = "flat_after"
+
+
+def mark_flat(factor: Callable[[int], float], flat_after: int | None) -> Callable[[int], float]:
+    """Note on ``factor`` that it returns 1.0 from step ``flat_after`` on (``None``: never
+    known). An attribute of a plain function: ``LambdaLR.state_dict`` still leaves it out."""
+    if flat_after is not None:
+        setattr(factor, FLAT_AFTER, flat_after)
+    return factor
+
+
+def scheduler_step(scheduler: Any) -> Callable[[], None]:
+    """What to call after each optimizer step: ``scheduler.step``, or for a LambdaLR whose
+    lambdas are all marked flat (:func:`mark_flat`), the same with a fast path once flat."""
+    if type(scheduler) is not torch.optim.lr_scheduler.LambdaLR:
+        return scheduler.step
+    starts = [getattr(fn, FLAT_AFTER, None) for fn in scheduler.lr_lambdas]
+    if not starts or any(s is None for s in starts):
+        return scheduler.step
+    flat_after = max(starts)
+    groups = scheduler.optimizer.param_groups
+
+    def step() -> None:
+        bases = scheduler.base_lrs
+        # _step_count 1 is the step where torch checks the call order and may warn.
+        if (scheduler._step_count > 1 and scheduler.last_epoch + 1 >= flat_after
+                and len(groups) == len(bases) and _at_peak(groups, bases)):  # fmt: skip
+            scheduler._step_count += 1
+            scheduler.last_epoch += 1
+            return
+        scheduler.step()
+
+    return step
+
+
+def _at_peak(groups: list[dict[str, Any]], bases: list[float]) -> bool:
+    """Every group's lr is its peak (a float): what a flat LambdaLR step would set."""
+    for group, base in zip(groups, bases):
+        lr = group["lr"]
+        if type(lr) is not float or lr != base:
+            return False
+    return True
