@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Sequence
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +36,7 @@ def build_loggers(
     run_dir: Path,
     saved: dict[str, Any] | None = None,
     resume_step: int | None = None,
-    kept: Sequence[tuple[int, int, str, str, float]] = (),
+    kept: Iterable[tuple[int, int, str, str, float]] = (),
 ) -> list[tuple[str, Any]]:
     """The optional loggers, by name: TensorBoard, MLflow, then the user's ``log.loggers``.
 

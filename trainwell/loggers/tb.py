@@ -29,7 +29,7 @@ from __future__ import annotations
 import os
 import tempfile
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +47,7 @@ class TensorBoardLogger:
         self,
         folder: Path,
         resume_step: int | None = None,
-        kept: Sequence[tuple[int, int, str, str, float]] = (),
+        kept: Iterable[tuple[int, int, str, str, float]] = (),
     ) -> None:
         from torch.utils.tensorboard import SummaryWriter
 

@@ -361,6 +361,7 @@ def _weave(shards: list[Any]) -> Any:
         if (0 if shard is None else _length(shard)) != len(range(rank, total, world)):
             raise _Uneven
     first = present[0]
+    out: torch.Tensor | list[Any]
     if isinstance(first, torch.Tensor):
         out = first.new_empty((total, *first.shape[1:]))
     else:

@@ -68,7 +68,8 @@ def save_atomic(state: dict[str, Any], path: str | Path) -> None:
         os.chmod(tmp, 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as f:
             writer = _EarlyWriteback(f)
-            torch.save(state, writer)
+            # torch.save takes any object with write() and flush(); its stub says IO[bytes].
+            torch.save(state, writer)  # type: ignore[arg-type]
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
