@@ -319,9 +319,8 @@ def split_off(dataset: Dataset, val_fraction: float, seed: int = 0) -> tuple[Sub
     return Subset(dataset, order[n_val:]), Subset(dataset, order[:n_val])
 
 
-def targets_of(dataset: Dataset | DataLoader | None) -> torch.Tensor | None:
-    """All targets of a data set when they can be read without loading the inputs (none
-    for a ``DataLoader`` or a data set without a ``targets`` attribute)."""
+def targets_of(dataset: Dataset | None) -> torch.Tensor | None:
+    """All targets of a data set when they can be read without loading the inputs."""
     if isinstance(dataset, Subset):
         inner = targets_of(dataset.dataset)
         return None if inner is None else inner[torch.as_tensor(dataset.indices, dtype=torch.long)]
@@ -338,10 +337,7 @@ def targets_of(dataset: Dataset | DataLoader | None) -> torch.Tensor | None:
 
 
 def check_labels(
-    dataset: Dataset | DataLoader | None,
-    num_classes: int,
-    split: str,
-    ignore_index: int | None = None,
+    dataset: Dataset | None, num_classes: int, split: str, ignore_index: int | None = None
 ) -> None:
     """Refuse class targets outside ``[0, num_classes)`` before any training starts.
 
