@@ -61,7 +61,7 @@ class FakeTrier:
                                                    (3000, 256), (17, 128)])  # fmt: skip
 def test_on_cuda_the_largest_size_that_fits_is_found_by_doubling_then_bisecting(limit, configured):
     trier = FakeTrier(limit, configured)
-    result = batch_search._largest_that_fits(trier, 4096)
+    result = batch_search.largest_that_fits(trier, 4096)
     assert result.best <= limit  # it fits
     assert limit - result.best <= max(1, result.best // 16)  # and little more would
     assert all(t.fits == (t.batch_size <= limit) for t in trier.trials)
@@ -69,13 +69,13 @@ def test_on_cuda_the_largest_size_that_fits_is_found_by_doubling_then_bisecting(
 
 
 def test_on_cuda_a_size_capped_by_max_says_so():
-    result = batch_search._largest_that_fits(FakeTrier(10_000), 512)
+    result = batch_search.largest_that_fits(FakeTrier(10_000), 512)
     assert result.best == 512 and "capped at 512" in result.reason
 
 
 def test_nothing_fits_is_one_line():
     with pytest.raises(batch_search.UserError, match="not even a batch of 1 fits"):
-        batch_search._largest_that_fits(FakeTrier(0, configured=8), 4096)
+        batch_search.largest_that_fits(FakeTrier(0, configured=8), 4096)
 
 
 # -- --apply -------------------------------------------------------------------------------

@@ -166,7 +166,7 @@ def test_a_full_disk_during_a_checkpoint_is_one_line_and_leaves_nothing(tmp_path
     def full(self, data):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(ckpt._EarlyWriteback, "write", full)
+    monkeypatch.setattr(ckpt.EarlyWriteback, "write", full)
     full_disk = r"could not write checkpoint .*(best|last).pt: No space left on device \(ENOSPC\)"
     with pytest.raises(UserError, match=full_disk):
         fit(tmp_path / "run", "train.epochs=1")

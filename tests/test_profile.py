@@ -208,10 +208,10 @@ def test_python_events_are_told_apart_without_is_python_function():
     # tell a module's or a Python function's event from an operator's.
     from types import SimpleNamespace
 
-    from trainwell.engine.tools.profile_ops import _is_python
+    from trainwell.engine.tools.profile_ops import is_python
 
-    assert _is_python(SimpleNamespace(name="nn.Module: Linear_0"))
-    assert _is_python(SimpleNamespace(name="train.py(12): step"))
-    assert not _is_python(SimpleNamespace(name="aten::addmm"))
-    assert _is_python(SimpleNamespace(name="aten::addmm", is_python_function=True))
-    assert not _is_python(SimpleNamespace(name="nn.Module: X", is_python_function=False))
+    assert is_python(SimpleNamespace(name="nn.Module: Linear_0"))
+    assert is_python(SimpleNamespace(name="train.py(12): step"))
+    assert not is_python(SimpleNamespace(name="aten::addmm"))
+    assert is_python(SimpleNamespace(name="aten::addmm", is_python_function=True))
+    assert not is_python(SimpleNamespace(name="nn.Module: X", is_python_function=False))

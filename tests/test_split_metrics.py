@@ -19,7 +19,7 @@ from tests import split_metrics_code as code
 from tests.conftest import read_summary
 from trainwell.config import load_config
 from trainwell.engine.build.metric_guard import kept_metric_state
-from trainwell.engine.build.metric_objects import _in_split_order
+from trainwell.engine.build.metric_objects import in_split_order
 from trainwell.engine.checkpointing.checkpoint import load_checkpoint
 from trainwell.engine.distributed.placement import Placement
 from trainwell.engine.loop.evaluate import eval_batches, slice_batch
@@ -405,12 +405,12 @@ def test_the_replay_puts_strided_shards_back_in_the_splits_order():
         idx = list(range(r, n, world))
         ranks.append([(preds[idx[i : i + batch]], [labels[j] for j in idx[i : i + batch]])
                       for i in range(0, len(idx), batch)])  # fmt: skip
-    out = list(_in_split_order(ranks, batch))
+    out = list(in_split_order(ranks, batch))
     assert [len(t) for _, t in out] == [2, 2, 2, 2, 2, 1]  # one process's batches
     assert torch.equal(torch.cat([p for p, _ in out]), preds)
     assert [x for _, t in out for x in t] == labels
     # Batches that do not fit the layout come as they were, rank after rank.
-    assert len(list(_in_split_order(ranks, None))) == sum(len(r) for r in ranks)
+    assert len(list(in_split_order(ranks, None))) == sum(len(r) for r in ranks)
 
 
 def test_slice_batch_cuts_every_per_sample_leaf():

@@ -248,7 +248,7 @@ class SplitMetrics:
             return {}
         values: dict[str, float] = {}
         for name, obj in self.replayed.items():
-            for preds, target in _in_split_order(gathered, self.batch_size):
+            for preds, target in in_split_order(gathered, self.batch_size):
                 _call(name, obj.update, preds, target)
             values.update(_values(name, _call(name, obj.compute)))
         return values
@@ -309,10 +309,17 @@ def _gather_to_main(obj: Any, place: Placement) -> list[Any] | None:
     return out
 
 
-def _in_split_order(ranks: list[list[tuple[Any, Any]]], batch_size: int | None) -> Iterator:
+def in_split_order(ranks: list[list[tuple[Any, Any]]], batch_size: int | None) -> Iterator:
     """``(preds, target)`` batches of all ranks. With the engine's strided shards, the
     samples go back to their places in the split and are cut into one process's batches;
-    otherwise (or if they do not join up) each rank's batches as they came, in rank order."""
+    otherwise (or if they do not join up) each rank's batches as they came, in rank order.
+
+    Example:
+        >>> rank0 = [(torch.tensor([0, 2]), torch.tensor([0, 2]))]  # samples 0 and 2
+        >>> rank1 = [(torch.tensor([1, 3]), torch.tensor([1, 3]))]
+        >>> [p.tolist() for p, _ in in_split_order([rank0, rank1], batch_size=2)]
+        [[0, 1], [2, 3]]
+    """
     if batch_size is not None:
         joined = _interleave(ranks)
         if joined is not None:
@@ -361,6 +368,7 @@ def _weave(shards: list[Any]) -> Any:
         if (0 if shard is None else _length(shard)) != len(range(rank, total, world)):
             raise _Uneven
     first = present[0]
+    out: torch.Tensor | list[Any]
     if isinstance(first, torch.Tensor):
         out = first.new_empty((total, *first.shape[1:]))
     else:

@@ -113,12 +113,12 @@ def _record(module: nn.Module, where: str) -> dict[str, Any]:
     if isinstance(module, nn.Sequential) and cls is nn.Sequential:
         children = [{MODULE_KEY: _record(m, f"{where}[{i}]")} for i, m in enumerate(module)]
         return {"target": _class_path(cls), "args": children}
-    if cls is nn.ModuleList:
-        children = [_record(m, f"{where}[{i}]") for i, m in enumerate(module)]
-        return {"target": _class_path(cls), "args": [[{MODULE_KEY: c} for c in children]]}
-    if cls is nn.ModuleDict:
-        children = {k: {MODULE_KEY: _record(m, f"{where}[{k!r}]")} for k, m in module.items()}
-        return {"target": _class_path(cls), "args": [children]}
+    if isinstance(module, nn.ModuleList) and cls is nn.ModuleList:
+        members = [_record(m, f"{where}[{i}]") for i, m in enumerate(module)]
+        return {"target": _class_path(cls), "args": [[{MODULE_KEY: c} for c in members]]}
+    if isinstance(module, nn.ModuleDict) and cls is nn.ModuleDict:
+        named = {k: {MODULE_KEY: _record(m, f"{where}[{k!r}]")} for k, m in module.items()}
+        return {"target": _class_path(cls), "args": [named]}
     return {"target": _class_path(cls), "kwargs": _init_arguments(module, where)}
 
 

@@ -211,7 +211,7 @@ def _builtin_optimizer(
             groups, lr=cfg.lr, momentum=cfg.momentum, nesterov=cfg.nesterov, **kwargs
         )
     adam = torch.optim.AdamW if cfg.name == "adamw" else torch.optim.Adam
-    return adam(groups, lr=cfg.lr, betas=tuple(cfg.betas), eps=cfg.eps, **kwargs)
+    return adam(groups, lr=cfg.lr, betas=(cfg.betas[0], cfg.betas[1]), eps=cfg.eps, **kwargs)
 
 
 def _accepts(factory: Any, name: str) -> bool:

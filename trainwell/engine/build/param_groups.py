@@ -156,7 +156,7 @@ def build_groups(
     """
     named = list(model.named_parameters())
     members: list[list[torch.Tensor]] = [[] for _ in groups]
-    rest = []
+    rest: list[torch.Tensor] = []
     for name, param in named:
         index = _first_match(name, groups)
         (rest if index is None else members[index]).append(param)
@@ -193,7 +193,8 @@ def split_decay(
 ) -> list[dict[str, Any]]:  # fmt: skip
     """Decayed (2+ dims) and not decayed (biases, norm weights) groups of ``params``;
     empty ones left out (the decayed one kept with ``keep_empty``, as it always was)."""
-    decay, no_decay = [], []
+    decay: list[torch.Tensor] = []
+    no_decay: list[torch.Tensor] = []
     for p in params:
         (decay if p.ndim >= 2 else no_decay).append(p)
     out = []

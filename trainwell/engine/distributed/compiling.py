@@ -8,7 +8,7 @@ resume, export and the doctor see the same model with or without them.
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import nn
@@ -25,7 +25,10 @@ def compile_model(net: nn.Module, mode: str) -> nn.Module:
         >>> type(compiled).__name__
         'OptimizedModule'
     """
-    return torch.compile(net, mode=None if mode == "default" else mode)
+    compiled = torch.compile(net, mode=None if mode == "default" else mode)
+    # A module compiles to an OptimizedModule (an nn.Module wrapping it); torch's stub
+    # types every case as the callable it was given.
+    return cast(nn.Module, compiled)
 
 
 def is_compile_error(exc: BaseException) -> bool:
@@ -111,7 +114,7 @@ def checkpoint_activations(model: nn.Module, names: bool | list[str]) -> list[st
             (name, submodule(model, name, "model.activation_checkpointing")) for name in names or []
         ]
     for _, block in chosen:
-        block.forward = functools.partial(_checkpointed, block.forward)  # type: ignore[method-assign]
+        block.forward = functools.partial(_checkpointed, block.forward)
     return [name for name, _ in chosen]
 
 

@@ -18,6 +18,7 @@ of forwards in evaluation (the gathers are collectives), and checkpoints are sha
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import torch
 import torch.distributed as dist
@@ -25,6 +26,9 @@ from torch import nn
 
 from trainwell.engine.distributed.compiling import repeated_blocks, submodule
 from trainwell.errors import UserError
+
+if TYPE_CHECKING:  # imported when a mesh is built: torch.distributed's extras load late
+    from torch.distributed.device_mesh import DeviceMesh
 
 
 def shard(
@@ -96,7 +100,7 @@ def _has_batchnorm(model: nn.Module) -> bool:
     return any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules())
 
 
-def _mesh(device: torch.device, world_size: int):  # -> DeviceMesh
+def _mesh(device: torch.device, world_size: int) -> DeviceMesh:
     from torch.distributed.device_mesh import init_device_mesh
 
     return init_device_mesh(device.type, (world_size,))

@@ -35,8 +35,11 @@ def to_device(batch: Any, device: torch.device, channels_last: bool = False) -> 
         return batch.to(device, non_blocking=True)
     if isinstance(batch, Mapping):
         moved = {k: to_device(v, device, channels_last) for k, v in batch.items()}
+        # Typed as a class: the abstract Mapping's constructor takes no argument, but the
+        # concrete type a batch has (OrderedDict, a BatchEncoding) is tried with the dict.
+        mapping_type: type[Any] = type(batch)
         try:
-            return moved if type(batch) is dict else type(batch)(moved)
+            return moved if mapping_type is dict else mapping_type(moved)
         except TypeError:  # a mapping type that cannot be built from a dict
             return moved
     if isinstance(batch, tuple) and hasattr(batch, "_fields"):  # a named tuple
@@ -76,6 +79,7 @@ def first_tensor(batch: Any) -> torch.Tensor | None:
 
 def sample_count(batch: Any) -> int:
     """The leading size of the batch's first tensor (1 for a batch without tensors)."""
+    t: torch.Tensor | None
     if type(batch) in (list, tuple) and batch and isinstance(batch[0], torch.Tensor):
         t = batch[0]  # (input, target): the usual, without the walk
     else:
@@ -121,7 +125,7 @@ def collate_samples(samples: list[Any]) -> Any:
     first = samples[0]
     if not _holds_dataclass(first):
         return default_collate(samples)
-    if dataclasses.is_dataclass(first):
+    if dataclasses.is_dataclass(first) and not isinstance(first, type):
         fields = _fields(first)
         return type(first)(**{f.name: collate_samples([getattr(s, f.name) for s in samples])
                               for f in fields})  # fmt: skip

@@ -24,7 +24,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 import torch
 from torch.utils.data import DataLoader, Dataset, DistributedSampler, IterableDataset
@@ -59,6 +59,18 @@ class LoaderSettings:
     # Built by the user's data.sampler / data.batch_sampler factory (at most one of them).
     sampler: Any = None
     batch_sampler: Any = None
+
+
+class _LoaderOptions(TypedDict):
+    """The DataLoader arguments every training loader of :meth:`TrainData.build` shares."""
+
+    num_workers: int
+    collate_fn: Callable[[list[Any]], Any] | None
+    pin_memory: bool
+    worker_init_fn: Callable[[int], None] | None
+    generator: torch.Generator
+    persistent_workers: bool
+    prefetch_factor: int | None
 
 
 class ResumableSampler(DistributedSampler):
@@ -155,7 +167,7 @@ class TrainData:
             return cls._user_loader(data, settings, place)
         generator = torch.Generator()
         workers = settings.num_workers
-        common = dict(
+        common = _LoaderOptions(
             num_workers=workers,
             collate_fn=settings.collate,
             pin_memory=settings.pin_memory and place.device.type == "cuda",
@@ -321,7 +333,7 @@ def eval_loader(data: Any, settings: LoaderSettings, place: Placement) -> DataLo
     if isinstance(data, IterableDataset):
         sampler = None
     else:
-        sampler = ShardSampler(len(data), place.rank, place.world_size)  # type: ignore[arg-type]
+        sampler = ShardSampler(len(data), place.rank, place.world_size)
     return DataLoader(
         data,
         batch_size=settings.eval_batch_size,
@@ -348,7 +360,7 @@ def first_samples(data: Any, n: int, collate: Callable | None) -> Any:
     if isinstance(data, IterableDataset):
         samples = list(itertools.islice(iter(data), n))
     else:
-        samples = [data[i] for i in range(min(n, len(data)))]  # type: ignore[arg-type]
+        samples = [data[i] for i in range(min(n, len(data)))]
     if not samples:
         raise UserError("data: the training data yields no samples")
     return (collate or default_collate)(samples)

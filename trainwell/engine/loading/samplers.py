@@ -97,7 +97,8 @@ def _generators(sampler: Any, seed: int) -> Iterator[None]:
 
 
 def _owners(sampler: Any) -> list[Any]:
-    owners, todo = [], [sampler]
+    owners: list[Any] = []
+    todo = [sampler]
     while todo:
         obj = todo.pop()
         if obj is None or any(obj is o for o in owners) or len(owners) > 4:
@@ -105,6 +106,13 @@ def _owners(sampler: Any) -> list[Any]:
         owners.append(obj)
         todo += [getattr(obj, name, None) for name in _NESTING]
     return owners
+
+
+def _in_range(flat: torch.Tensor, size: int) -> bool:
+    """Whether ``flat`` is a 1-D tensor of integer indices, each in ``[0, size)``."""
+    if flat.ndim != 1 or flat.is_floating_point() or flat.dtype == torch.bool:
+        return False
+    return int(flat.min()) >= 0 and int(flat.max()) < size
 
 
 def _length(obj: Any) -> int | None:
@@ -200,10 +208,8 @@ class ShardedSampler(_Sharded, Sampler[int]):
         try:
             flat = torch.as_tensor(items)
         except (TypeError, ValueError, RuntimeError):
-            flat = None
-        ints = flat is not None and flat.ndim == 1 and len(items) > 0 and self.size is not None
-        ints = ints and not flat.is_floating_point() and flat.dtype != torch.bool
-        if ints and int(flat.min()) >= 0 and int(flat.max()) < self.size:
+            return super().check_all(items)
+        if self.size is not None and len(items) > 0 and _in_range(flat, self.size):
             return flat.tolist()
         return super().check_all(items)  # names the first bad item
 

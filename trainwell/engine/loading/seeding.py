@@ -44,7 +44,9 @@ def set_deterministic(enabled: bool) -> None:
     # runs of one seed on a busy machine differed in half the tries, which breaks the
     # exact resume the engine promises. Its deterministic mode cost nothing measurable
     # here (a 3-layer MLP and the digits CNN, bf16 forward+backward), so it is always on.
-    torch.backends.mkldnn.deterministic = True
+    # A ContextProp descriptor that sets the flag; torch declares the module attribute as
+    # the descriptor itself, so mypy sees a bool assigned to a ContextProp.
+    torch.backends.mkldnn.deterministic = True  # type: ignore[assignment]
 
 
 def seed_worker(worker_id: int) -> None:

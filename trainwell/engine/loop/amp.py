@@ -87,7 +87,7 @@ def _wrap_forward(module: nn.Module, device_type: str) -> None:
             return inner(*_to_fp32(args), **_to_fp32(kwargs))
 
     # An instance attribute: nn.Module.__call__ calls self.forward, hooks and all.
-    module.forward = forward  # type: ignore[method-assign]
+    module.forward = forward
     module._trainwell_fp32 = True  # type: ignore[assignment]
 
 

@@ -10,9 +10,9 @@ every batch) is evaluated one batch in N per rank.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sized
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import nn
@@ -126,7 +126,9 @@ def eval_batches(loader: Iterable[Any], place: Placement) -> Iterator[Any]:
             return iter(loader)
         # Its padding repeats the first samples at the end of the order, where the
         # positions past the split's length are: this rank's real ones come first.
-        real = len(range(sampler.rank, len(sampler.dataset), sampler.num_replicas))
+        # Sized: DistributedSampler took the data set's len() when it was built.
+        size = len(cast(Sized, sampler.dataset))
+        real = len(range(sampler.rank, size, sampler.num_replicas))
         return _first_samples(iter(loader), real)
     if hasattr(sampler, "num_replicas") and hasattr(sampler, "rank"):
         return iter(loader)  # a sampler of the user's that shards by rank itself

@@ -27,6 +27,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import numbers
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -152,7 +153,7 @@ class Callbacks:
         """Call every callback's ``event`` method with a :class:`Context` of ``context``."""
         for obj, method in self.handlers[event]:
             name = type(obj).__name__
-            ctx = Context(**context, _stop=lambda name=name: self._stop(name), _log=self.log)
+            ctx = Context(**context, _stop=functools.partial(self._stop, name), _log=self.log)
             try:
                 with foreign(f"callback {name}.{event}"):  # a hung one is aborted after a stop
                     method(ctx)

@@ -99,14 +99,18 @@ class LoopState:
 
 def rng_state() -> dict[str, Any]:
     """Every RNG's state as tensors and plain containers (loadable with weights_only)."""
-    np_state = np.random.get_state()
+    # The legacy tuple (numpy's default), asked for by name: numpy's stub types the call
+    # without arguments as the dict form.
+    np_state = np.random.get_state(legacy=True)
+    assert isinstance(np_state, tuple)  # the MT19937 global RNG always gives the tuple
+    _, keys, pos, has_gauss, cached_gaussian = np_state
     state: dict[str, Any] = {
         "python": random.getstate(),
         "numpy": {
-            "keys": torch.from_numpy(np_state[1].astype(np.int64)),
-            "pos": int(np_state[2]),
-            "has_gauss": int(np_state[3]),
-            "cached_gaussian": float(np_state[4]),
+            "keys": torch.from_numpy(keys.astype(np.int64)),
+            "pos": int(pos),
+            "has_gauss": int(has_gauss),
+            "cached_gaussian": float(cached_gaussian),
         },
         "torch": torch.get_rng_state(),
     }

@@ -167,6 +167,8 @@ class _Watcher:
     """A thread told of every signal by the kernel (a wakeup fd), which aborts a foreign
     call that overstays its grace, and ends the process if even that does not land."""
 
+    write_fd: int  # the pipe's end the kernel writes to; set by start(), which made it
+
     def __init__(self, stop: GracefulStop, read_fd: int, previous_fd: int) -> None:
         self.stop = stop
         self.read_fd = read_fd

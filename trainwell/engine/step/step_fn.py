@@ -38,7 +38,12 @@ from torch import nn
 
 from trainwell.errors import UserError
 
-StepFn = Callable[[nn.Module, Any], "torch.Tensor | Mapping[str, torch.Tensor]"]
+# A metric in a step's mapping: a scalar tensor, or a ratio (numerator, denominator).
+MetricValue = torch.Tensor | tuple[torch.Tensor, int | torch.Tensor]
+# What a step returns: the loss, or a mapping of the loss, its metrics, the optional
+# sample count (an int or a scalar tensor) and the optional preds/target tensors.
+StepOutput = torch.Tensor | Mapping[str, MetricValue | int]
+StepFn = Callable[[nn.Module, Any], StepOutput]
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 # Key of a step's mapping that is a sample count, not a metric.
@@ -232,7 +237,7 @@ class LossStep:
     loss_fn: LossFn
     accuracy: bool = False
 
-    def __call__(self, model: nn.Module, batch: Any) -> torch.Tensor | dict[str, torch.Tensor]:
+    def __call__(self, model: nn.Module, batch: Any) -> torch.Tensor | dict[str, MetricValue]:
         if type(batch) in (list, tuple) and len(batch) == 2:  # the usual: no checks to run
             inputs, targets = batch
         else:

@@ -24,12 +24,15 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
 from trainwell.config import Config
 from trainwell.errors import UserError
+
+if TYPE_CHECKING:
+    from trainwell.engine.distributed.placement import Placement
 
 # On the CPU: a size within this share of the fastest counts as as fast.
 _AS_FAST = 0.97
@@ -65,6 +68,19 @@ class BatchSizeResult:
         return next((t for t in self.trials if t.batch_size == batch_size), None)
 
 
+class Trier(Protocol):
+    """What the searches need of the thing that tries a batch size: called with a size,
+    it returns (and appends to ``trials``) the :class:`Trial`. The command's runs real
+    optimizer steps; a test's fake decides by a memory limit."""
+
+    cfg: Config
+    place: Placement
+    accum: int
+    trials: list[Trial]
+
+    def __call__(self, batch_size: int) -> Trial: ...
+
+
 def find_batch_size(
     cfg: Config, *, max_batch: int = 4096, steps: int = 3, say: Any = print
 ) -> BatchSizeResult:
@@ -89,7 +105,7 @@ def find_batch_size(
     limit = min(max_batch, size) if size else max_batch
     trier = _Trier(cfg, place, parts, steps, say)
     if place.device.type == "cuda":
-        return _largest_that_fits(trier, limit)
+        return largest_that_fits(trier, limit)
     return _fastest(trier, limit)
 
 
@@ -103,7 +119,7 @@ def _train_size(data: Any) -> int | None:
 class _Trier:
     """Runs ``steps`` timed optimizer steps (after one warm-up) at a batch size."""
 
-    def __init__(self, cfg: Config, place: Any, parts: Any, steps: int, say: Any) -> None:
+    def __init__(self, cfg: Config, place: Placement, parts: Any, steps: int, say: Any) -> None:
         from trainwell.engine.build.optim import build_optimizer
         from trainwell.engine.step.precision import Precision, resolve_precision
 
@@ -175,7 +191,7 @@ def _sizes(start: int, limit: int, multiple: int) -> list[int]:
     return sizes
 
 
-def _fastest(trier: _Trier, limit: int) -> BatchSizeResult:
+def _fastest(trier: Trier, limit: int) -> BatchSizeResult:
     best: Trial | None = None
     slower = 0
     for b in _sizes(8, limit, trier.accum) or [trier.accum]:
@@ -199,7 +215,22 @@ def _fastest(trier: _Trier, limit: int) -> BatchSizeResult:
     return _result(trier, chosen, reason)
 
 
-def _largest_that_fits(trier: _Trier, limit: int) -> BatchSizeResult:
+def largest_that_fits(trier: Trier, limit: int) -> BatchSizeResult:
+    """The largest batch size up to ``limit`` that fits (CUDA's search): doubling from the
+    configured size until one does not fit, then a binary search to within 1/16.
+
+    Example:
+        >>> from types import SimpleNamespace
+        >>> class UpTo100:  # a device on which at most 100 samples fit
+        ...     cfg = SimpleNamespace(data=SimpleNamespace(batch_size=32))
+        ...     place, accum, trials = SimpleNamespace(device="cuda:0"), 1, []
+        ...     def __call__(self, batch_size):
+        ...         self.trials.append(Trial(batch_size, fits=batch_size <= 100))
+        ...         return self.trials[-1]
+        >>> result = largest_that_fits(UpTo100(), 4096)
+        >>> result.best, [t.batch_size for t in result.trials]
+        (100, [32, 64, 128, 96, 112, 104, 100])
+    """
     start = max(trier.accum, min(trier.cfg.data.batch_size, limit))
     good, bad = 0, None
     b = start
@@ -225,7 +256,7 @@ def _largest_that_fits(trier: _Trier, limit: int) -> BatchSizeResult:
     return _result(trier, good, f"the largest batch that fits on {trier.place.device}{capped}")
 
 
-def _result(trier: _Trier, best: int, reason: str) -> BatchSizeResult:
+def _result(trier: Trier, best: int, reason: str) -> BatchSizeResult:
     return BatchSizeResult(best=best, reason=reason, device=str(trier.place.device),
                            configured=trier.cfg.data.batch_size, trials=trier.trials)  # fmt: skip
 
@@ -246,4 +277,4 @@ def lr_note(result: BatchSizeResult, lr: float) -> str:
             f"lr-find data.batch_size={result.best})")  # fmt: skip
 
 
-__all__ = ["BatchSizeResult", "Trial", "find_batch_size", "lr_note"]
+__all__ = ["BatchSizeResult", "Trial", "Trier", "find_batch_size", "largest_that_fits", "lr_note"]

@@ -23,6 +23,7 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,7 +68,7 @@ class ModuleOutputs:
             handle.remove()
         self.handles = []
 
-    def _hook(self, name: str):
+    def _hook(self, name: str) -> Callable[[nn.Module, Any, Any], None]:
         def record(module: nn.Module, args: Any, output: Any) -> None:
             self.calls[name] = self.calls.get(name, 0) + 1
             self.outputs.setdefault(name, describe(output))

@@ -54,8 +54,9 @@ def overfit_run(
     # The first global batch of epoch 0, exactly as training would draw it.
     micro_batches = next(data.epoch(0))
     check = label_checker(parts.task, parts.splits.train)
-    for batch in micro_batches if check is not None else ():
-        check(batch)
+    if check is not None:
+        for batch in micro_batches:
+            check(batch)
 
     run = open_run_dir(cfg, new_run_path(cfg.run, parts.name), None, None, place)
     started = time.time()

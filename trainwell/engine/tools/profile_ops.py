@@ -68,7 +68,7 @@ def aggregate(events: Iterable[Any], by_cuda: bool = False) -> list[OpStat]:
 def _is_operator(event: Any) -> bool:
     from torch.autograd import DeviceType
 
-    if _is_python(event) or event.is_user_annotation:
+    if is_python(event) or event.is_user_annotation:
         return False
     if event.device_type != DeviceType.CPU:
         return False
@@ -94,7 +94,7 @@ class _Where:
 
     def learn_forward(self, event: Any) -> None:
         """Remember the module of a forward op, for the backward ops of its node."""
-        if event.sequence_nr >= 0 and not _is_python(event):
+        if event.sequence_nr >= 0 and not is_python(event):
             modules = self._context(event.cpu_parent).modules
             if modules:
                 self._forward.setdefault((event.thread, event.sequence_nr), "/".join(modules))
@@ -119,9 +119,16 @@ class _Where:
         return ctx
 
 
-def _is_python(event: Any) -> bool:
+def is_python(event: Any) -> bool:
     """A Python function's event (``nn.Module: Linear_0``, ``file.py(12): f``). Older
-    torch (2.11, seen on a GPU machine) has no ``is_python_function``; its names say it."""
+    torch (2.11, seen on a GPU machine) has no ``is_python_function``; its names say it.
+
+    Example:
+        >>> from types import SimpleNamespace
+        >>> is_python(SimpleNamespace(name="nn.Module: Linear_0")), is_python(
+        ...     SimpleNamespace(name="aten::addmm", is_python_function=False))
+        (True, False)
+    """
     flag = getattr(event, "is_python_function", None)
     if flag is not None:
         return bool(flag)
@@ -131,7 +138,7 @@ def _is_python(event: Any) -> bool:
 
 def _extend(ctx: _Context, event: Any) -> _Context:
     name = event.name
-    if _is_python(event) and name.startswith(_MODULE):
+    if is_python(event) and name.startswith(_MODULE):
         return _Context((*ctx.modules, name[len(_MODULE) :]), ctx.annotation, ctx.node)
     if event.is_user_annotation and not name.startswith(STEP_RANGE):
         return _Context(ctx.modules, name, ctx.node)
