@@ -45,8 +45,9 @@ def scheduler_step(scheduler: Any) -> Callable[[], None]:
     lambdas are all marked flat (:func:`mark_flat`), the same with a fast path once flat."""
     if type(scheduler) is not torch.optim.lr_scheduler.LambdaLR:
         return scheduler.step
-    starts = [getattr(fn, FLAT_AFTER, None) for fn in scheduler.lr_lambdas]
-    if not starts or any(s is None for s in starts):
+    marked = [getattr(fn, FLAT_AFTER, None) for fn in scheduler.lr_lambdas]
+    starts = [int(s) for s in marked if s is not None]
+    if not starts or len(starts) != len(marked):
         return scheduler.step
     flat_after = max(starts)
     groups = scheduler.optimizer.param_groups
@@ -64,7 +65,7 @@ def scheduler_step(scheduler: Any) -> Callable[[], None]:
     return step
 
 
-def _at_peak(groups: list[dict[str, Any]], bases: list[float]) -> bool:
+def _at_peak(groups: list[dict[str, Any]], bases: list[Any]) -> bool:
     """Every group's lr is its peak (a float): what a flat LambdaLR step would set."""
     for group, base in zip(groups, bases):
         lr = group["lr"]
