@@ -18,6 +18,7 @@ from torch.utils.data import TensorDataset
 
 import trainwell
 from tests.conftest import REPO, SYNTHETIC, model_csv, read_summary
+from tests.procs_helpers import logged_step, saved_step, wait_for_step
 from trainwell.config import load_config
 from trainwell.engine.checkpoint import load_checkpoint
 from trainwell.engine.loaders import ResumableSampler
@@ -152,28 +153,39 @@ def test_sigkill_at_many_instants_then_resume_gives_the_same_weights(tmp_path):
     run = tmp_path / "crashy"
     folder = run / "checkpoints"
     rng = random.Random(0)
-    # Kill plans: during a save (a temporary checkpoint file exists), or at a random
-    # instant after the first checkpoint; the last launch runs to the end.
+    # Kill plans: during a save (a temporary checkpoint file exists), or just after a log
+    # point (rows flushed to metrics.csv, 1 to 3 steps off the saves' phase); the last
+    # launch runs to the end. Each kill waits for counted work, not for time: a random
+    # number of steps past where the launch resumed, read from what the run has written.
+    # 6 kills of at most 40 steps each leave most of the 384 steps still to run, so every
+    # kill lands in a live run.
     plans = ["save", "random", "save", "random", "save", "random", None]
-    kills = 0
+    killed = []
     for plan in plans:
+        # Rows logged after the newest checkpoint are the killed launch's: this one logs
+        # them again, so it has to pass them too. A stale temporary file is deleted when
+        # the launch resumes, before its first save.
+        start = saved_step(folder)
+        target = max(start, logged_step(run / "metrics.csv")) + rng.randint(1, 40)
         proc = _launch(run, CRASH)
         try:
             saving = lambda: any(folder.glob(".*.tmp"))  # noqa: E731
-            started = lambda: any(folder.glob("*.pt"))  # noqa: E731
-            if plan == "save" and _wait_for(saving, proc):
+            if plan == "save":
+                assert wait_for_step(proc, run, "saved", max(start + 1, target - 4)), plan
+                assert _wait_for(saving, proc, 120), plan
+            elif plan == "random":
+                assert wait_for_step(proc, run, "logged", target), plan
+            if plan is not None:
                 proc.send_signal(signal.SIGKILL)
-                kills += 1
-            elif plan == "random" and _wait_for(started, proc):
-                time.sleep(rng.uniform(0.0, 0.6))
-                proc.send_signal(signal.SIGKILL)
-                kills += 1
             out, err = proc.communicate(timeout=120)
         finally:
             proc.kill()
         if plan is None:
             assert proc.returncode == 0, err
-    assert kills >= 4, "the kills landed after the run had finished: make the run longer"
+        else:
+            killed.append(proc.returncode)
+    # Every kill landed in a live run (none after it had finished).
+    assert killed == [-signal.SIGKILL] * 6, killed
     assert read_summary(run)["status"] == "completed"
     assert not list(folder.glob(".*.tmp"))
 
