@@ -13,6 +13,7 @@ import pytest
 from tests.conftest import REPO
 
 
+@pytest.mark.slow
 def test_the_doctors_layers_import_downward_only():
     exe = Path(sys.executable).parent / "lint-imports"
     if not exe.exists():
@@ -24,6 +25,7 @@ def test_the_doctors_layers_import_downward_only():
     assert "1 kept, 0 broken" in proc.stdout
 
 
+@pytest.mark.slow
 def test_no_module_is_in_an_import_cycle():
     tool = REPO.parent / "shared" / "tools" / "import_cycles.py"
     if not tool.exists():

@@ -24,11 +24,27 @@ KNOWN_MISSES = {
     "ddp_spawn_no_zero_grad": "under DDP the gradient added is the all-reduced one, not "
     "the local one the probe's hook sums, so missing-zero-grad cannot tell a sum from one",
 }
-CASES = [
-    pytest.param(c, marks=pytest.mark.xfail(reason=KNOWN_MISSES[c.name], strict=True))
-    if c.name in KNOWN_MISSES else c
-    for c in cases()
-]
+# The longer cases are marked slow: the fast lane (-m "not slow") runs the others.
+SLOW = {
+    line.strip()
+    for line in (FIELD / "_slow.txt").read_text().splitlines()
+    if line.strip() and not line.startswith("#")
+}
+
+
+def _marks(name: str) -> list:
+    marks = [pytest.mark.slow] if name in SLOW else []
+    if name in KNOWN_MISSES:
+        marks.append(pytest.mark.xfail(reason=KNOWN_MISSES[name], strict=True))
+    return marks
+
+
+CASES = [pytest.param(c, marks=_marks(c.name)) for c in cases()]
+
+
+def test_every_slow_case_is_a_case():
+    unknown = SLOW - {c.name for c in cases()}
+    assert not unknown, f"tests/doctor_field/_slow.txt names no case: {unknown}"
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)

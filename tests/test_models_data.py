@@ -448,6 +448,7 @@ def test_check_labels_out_of_range(labels, lo, hi) -> None:
     assert f"min {lo}, max {hi}" in msg
 
 
+@pytest.mark.slow
 def test_check_labels_passes_valid_and_unreadable() -> None:
     assert check_labels(_labelled(0, 1, 2, 2), 3, "train") is None
     assert check_labels(None, 3, "test") is None
@@ -455,6 +456,7 @@ def test_check_labels_passes_valid_and_unreadable() -> None:
     assert check_labels(floats, 2, "train") is None
 
 
+@pytest.mark.slow
 def test_check_labels_of_subset_sees_only_its_indices() -> None:
     ds = _labelled(0, 1, 7, 2)
     assert check_labels(Subset(ds, [0, 1, 3]), 3, "train") is None
@@ -462,6 +464,7 @@ def test_check_labels_of_subset_sees_only_its_indices() -> None:
         check_labels(Subset(ds, [2, 3]), 3, "train")
 
 
+@pytest.mark.slow
 def test_check_labels_of_empty_subset() -> None:
     # Reachable through trainwell.fit(val_data=Subset(ds, [])): _preflight checks labels.
     empty = Subset(_labelled(0, 1), [])

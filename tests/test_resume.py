@@ -51,6 +51,7 @@ def assert_same_state(a: dict, b: dict) -> None:
         assert torch.equal(a[key], b[key]), key
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workers", [0, 2])
 def test_resume_mid_epoch_is_bitwise_identical(tmp_path, workers):
     full = fit(tmp_path / "full", f"data.num_workers={workers}")
@@ -68,6 +69,7 @@ def test_resume_mid_epoch_is_bitwise_identical(tmp_path, workers):
                 assert torch.equal(moments[name], last["optimizer"]["state"][i][name])
 
 
+@pytest.mark.slow
 def test_data_order_after_resume_is_the_uninterrupted_order(tmp_path):
     n = 256
     x = torch.cat([torch.arange(n, dtype=torch.float32)[:, None], torch.randn(n, 3)], dim=1)
@@ -149,6 +151,7 @@ def _wait_for(predicate, proc: subprocess.Popen, timeout: float = 60) -> bool:
     return False
 
 
+@pytest.mark.slow
 def test_sigkill_at_many_instants_then_resume_gives_the_same_weights(tmp_path):
     run = tmp_path / "crashy"
     folder = run / "checkpoints"
@@ -198,6 +201,7 @@ def test_sigkill_at_many_instants_then_resume_gives_the_same_weights(tmp_path):
     assert model_csv(run / "metrics.csv") == model_csv(tmp_path / "ref" / "metrics.csv")
 
 
+@pytest.mark.slow
 def test_sigterm_then_resume_auto_matches_the_uninterrupted_run(tmp_path):
     overrides = [*CRASH, "train.epochs=4", "checkpoint.every_steps=0"]
     run = tmp_path / "run"
@@ -230,6 +234,7 @@ def test_sigterm_then_resume_auto_matches_the_uninterrupted_run(tmp_path):
     assert model_csv(run / "metrics.csv") == model_csv(tmp_path / "ref" / "metrics.csv")
 
 
+@pytest.mark.slow
 def test_resume_auto_skips_an_unusable_newest_checkpoint(tmp_path):
     full = fit(tmp_path / "full")
     run = tmp_path / "run"
@@ -251,6 +256,7 @@ def test_resume_auto_skips_an_unusable_newest_checkpoint(tmp_path):
     assert model_csv(run / "metrics.csv") == model_csv(tmp_path / "full" / "metrics.csv")
 
 
+@pytest.mark.slow
 def test_resume_auto_with_nothing_to_resume_starts_fresh(tmp_path):
     run = tmp_path / "run"
     run.mkdir()
@@ -258,11 +264,13 @@ def test_resume_auto_with_nothing_to_resume_starts_fresh(tmp_path):
     assert read_summary(run)["status"] == "completed" and result.metrics
 
 
+@pytest.mark.slow
 def test_resume_auto_needs_a_run_dir():
     with pytest.raises(UserError, match="--resume auto needs run.dir"):
         trainwell.fit(load_config(), resume="auto", console=QUIET)
 
 
+@pytest.mark.slow
 def test_deliberate_changes_are_reported_and_applied(tmp_path):
     fit(tmp_path / "a", "train.epochs=1")
     console = Console(record=True, width=300)
@@ -277,6 +285,7 @@ def test_deliberate_changes_are_reported_and_applied(tmp_path):
     assert last["optimizer"]["param_groups"][0]["lr"] == pytest.approx(0.01)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("change", "expected"),
     [
@@ -292,6 +301,7 @@ def test_incompatible_changes_are_refused(cli, tmp_path, change, expected):
     assert expected in err and len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("content", [b"", b"garbage" * 50, b"PK\x03\x04broken"])
 def test_resume_from_a_bad_file_is_one_line(cli, tmp_path, content):
     bad = tmp_path / "bad.pt"
@@ -302,6 +312,7 @@ def test_resume_from_a_bad_file_is_one_line(cli, tmp_path, content):
     assert not (tmp_path / "b").exists()
 
 
+@pytest.mark.slow
 def test_resume_refuses_pickled_code(cli, tmp_path):
     marker = tmp_path / "pwned"
 

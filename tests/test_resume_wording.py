@@ -24,6 +24,7 @@ finished = finished_run_fixture("wording", RUN)
 run = run_copy_fixture()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("given", ["run", "run/checkpoints", "run/"])
 def test_resume_a_run_directory_takes_its_newest_checkpoint(cli, run, given):
     code, out, err = cli("train", *RUN, "train.epochs=3", "--resume", given)
@@ -33,6 +34,7 @@ def test_resume_a_run_directory_takes_its_newest_checkpoint(cli, run, given):
     assert read_summary(run)["steps"] == 42  # continued in that run's own folder
 
 
+@pytest.mark.slow
 def test_resume_a_run_directory_skips_a_torn_newest_one(cli, run):
     last = run / "checkpoints" / "last.pt"
     last.write_bytes(last.read_bytes()[:300])
@@ -41,6 +43,7 @@ def test_resume_a_run_directory_skips_a_torn_newest_one(cli, run):
     assert "skipping unusable checkpoint" in out and "best.pt at step 28" in out
 
 
+@pytest.mark.slow
 def test_a_run_directory_without_checkpoints_is_one_clear_line(cli, tmp_path):
     (tmp_path / "empty" / "checkpoints").mkdir(parents=True)
     code, out, err = cli("train", *RUN, "--resume", "empty")
@@ -49,6 +52,7 @@ def test_a_run_directory_without_checkpoints_is_one_clear_line(cli, tmp_path):
     assert err.strip() == f"trainwell: error: {expected}"
 
 
+@pytest.mark.slow
 def test_a_folder_that_is_no_checkpoint_and_no_run_says_so(cli, tmp_path):
     (tmp_path / "stuff").mkdir()
     (tmp_path / "stuff" / "notes.txt").write_text("hello")
@@ -57,6 +61,7 @@ def test_a_folder_that_is_no_checkpoint_and_no_run_says_so(cli, tmp_path):
     assert "is a folder, not a checkpoint" in err and "commit marker" not in err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("resume", [None, "auto"])
 def test_a_dangling_symlink_run_dir_is_named_as_such(cli, tmp_path, resume):
     (tmp_path / "link").symlink_to(tmp_path / "gone" / "away")
@@ -69,6 +74,7 @@ def test_a_dangling_symlink_run_dir_is_named_as_such(cli, tmp_path, resume):
     assert not (tmp_path / "gone").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("content", ["{not json", "", "[1, 2]"])
 def test_a_run_whose_summary_cannot_be_read_is_an_unreadable_run(cli, tmp_path, content):
     (tmp_path / "r").mkdir()
@@ -89,6 +95,7 @@ def hold_lock(folder: Path) -> subprocess.Popen:
     return proc
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["auto", "run_dir", "checkpoint", "auto_with_a_torn_newest"])
 def test_a_held_run_is_refused_before_any_word_about_resuming(cli, run, how):
     if how == "auto_with_a_torn_newest":
@@ -112,6 +119,7 @@ def test_a_held_run_is_refused_before_any_word_about_resuming(cli, run, how):
     assert ((run / "summary.json").read_text(), (run / "metrics.csv").read_text()) == before
 
 
+@pytest.mark.slow
 def test_the_lock_check_leaves_no_lock_behind(cli, run):
     holder = hold_lock(run)
     holder.kill()

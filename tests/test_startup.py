@@ -29,10 +29,12 @@ def _imported(args: list[str]) -> set[str]:
     return {ln.rsplit("|", 1)[1].strip() for ln in lines}
 
 
+@pytest.mark.slow
 def test_every_verb_is_listed():
     assert {"train", "lr-find", "doctor", "env", "export", "predict", "report"} <= set(_verbs())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args", [[], *([v] for v in _verbs())], ids=lambda a: " ".join(a) or "-")
 def test_help_imports_no_torch(args):
     modules = _imported([*args, "--help"])
@@ -41,6 +43,7 @@ def test_help_imports_no_torch(args):
     assert "trainwell.cli" in modules
 
 
+@pytest.mark.slow
 def test_the_public_names_load_on_first_use():
     code = (
         "import sys, trainwell\n"

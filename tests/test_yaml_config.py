@@ -110,6 +110,7 @@ def test_deep_overrides_are_one_short_line(override):
     assert "\n" not in message and len(message) < 400, message[:500]
 
 
+@pytest.mark.slow
 def test_deep_override_from_the_command_line_exits_2(tmp_path):
     key = "model.kwargs." + ".".join(["a"] * 2000)
     done = subprocess.run(
@@ -184,6 +185,7 @@ class UsesToken:
 """
 
 
+@pytest.mark.slow
 def test_env_values_are_used_but_never_written(tmp_path):
     (tmp_path / "tokcb.py").write_text(CALLBACK.replace("{token}", TOKEN))
     config = _write(
