@@ -227,7 +227,6 @@ def test_the_default_run_warms_up(tmp_path):
     assert lrs[0] == pytest.approx(0.01, rel=1e-3)  # off: the peak from the start
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize(
     ("override", "match"),
     [

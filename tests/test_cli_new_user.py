@@ -30,7 +30,6 @@ def test_lines_are_never_wrapped_without_a_terminal(cli, tmp_path):
     assert read_summary(deep)["status"] == "completed"
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize(
     "content",
     [b"\x80\x04\x95garbage that is no pickle at all" * 5, b"not even close", b"PK\x03\x04junk"],
@@ -44,7 +43,6 @@ def test_a_file_that_is_not_a_checkpoint_is_named_without_unsafe_advice(cli, tmp
     assert "weights_only" not in err and len(err.strip().splitlines()) == 1
 
 
-@pytest.mark.slow
 def test_a_pickle_of_objects_is_refused(cli, tmp_path):
     torch.save({"model": torch.nn.Linear(2, 2)}, tmp_path / "module.pt")  # a pickled module
     code, _, err = cli("train", *QUICK, "--resume", "module.pt")

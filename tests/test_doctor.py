@@ -133,6 +133,7 @@ class Net(nn.Module):
 """
 
 
+@pytest.mark.slow
 def test_the_engine_runs_the_doctor_and_writes_doctor_json(cli, tmp_path):
     from tests.conftest import SYNTHETIC
 
@@ -226,6 +227,7 @@ def test_allocator_fragmentation_from_sampled_memory():
     assert "expandable_segments:True" in doc.findings[0].fix
 
 
+@pytest.mark.slow
 def test_the_readme_examples_report_what_the_readme_shows(tmp_path):
     examples = Path(__file__).resolve().parents[1] / "examples"
     for name, expected in [

@@ -414,7 +414,6 @@ def test_train_on_fashion_mnist_files_end_to_end(tmp_path, cli):
     assert 0.0 <= summary["test"]["accuracy"] <= 1.0
 
 
-@pytest.mark.slow
 def test_missing_fashion_mnist_files_say_where_to_put_them(tmp_path, cli):
     code, _, err = cli("train", "data.name=fashion_mnist", "data.root=nowhere")
     assert code == 2

@@ -158,7 +158,6 @@ def test_shard_refuses_fp16_and_unknown_blocks_before_any_collective():
         shard(model, 2, cpu, modules=["head"], precision="fp32")
 
 
-@pytest.mark.slow
 def test_config_names_the_strategies(tmp_path):
     code, _, err = _cli(tmp_path, "train", "dist.strategy=zero3", "--dry-run")
     assert code == 2 and "dist.strategy: expected one of ddp, fsdp; got 'zero3'" in err

@@ -301,7 +301,6 @@ def test_a_failing_logger_is_named_once_on_the_console(tmp_path):
     assert len(lines) == 1 and "switched off, training goes on" in lines[0]
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("extra", ["tensorboard", "mlflow"])
 def test_a_missing_extra_is_one_line_before_anything_is_written(cli, tmp_path, monkeypatch, extra):
     from trainwell.loggers import build
@@ -319,7 +318,6 @@ def test_a_missing_extra_is_one_line_before_anything_is_written(cli, tmp_path, m
     assert not (tmp_path / "run").exists()
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize(
     ("spec", "match"),
     [
@@ -340,7 +338,6 @@ def test_bad_user_loggers_are_one_line_before_training(cli, tmp_path, spec, matc
     assert not (tmp_path / "run" / "checkpoints" / "last.pt").exists()
 
 
-@pytest.mark.slow
 def test_an_unopenable_tracking_store_is_one_line(cli, tmp_path):
     (tmp_path / "a-file").write_text("")  # a database cannot live inside a file
     uri = f"sqlite:///{tmp_path}/a-file/mlflow.db"
@@ -412,7 +409,6 @@ def _val_batches():
         yield torch.randn(32, 8, generator=g), torch.randint(0, 4, (32,), generator=g)
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("key", ["log.mlflow_uri", "log.mlflow_experiment"])
 def test_an_empty_mlflow_setting_is_one_line(cli, tmp_path, key):
     code, _, err = cli("train", *BASE, "log.mlflow=true", f'{key}=" "', f"run.dir={tmp_path / 'r'}")

@@ -176,7 +176,6 @@ def test_holder_is_named_from_the_findings():
     assert holder_of([F("nonfinite-loss", "a.py", 1)]) is None
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize(("override", "key"), [("doctor.memory_growth_mb=-1", "memory_growth_mb"),
                                                ("doctor.memory_growth_action=explode",
                                                 "memory_growth_action")])  # fmt: skip

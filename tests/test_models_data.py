@@ -257,6 +257,7 @@ def test_synthetic_deterministic_per_seed() -> None:
     assert a.tensors[0].shape == (200, 4, 4) and a.num_classes == 5
 
 
+@pytest.mark.slow
 def test_synthetic_is_learnable() -> None:
     ds = make_synthetic(num_samples=512, shape=(1, 4, 4), num_classes=4, seed=0)
     x, y = ds.tensors

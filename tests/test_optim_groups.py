@@ -186,7 +186,6 @@ def test_frozen_parameters_are_in_the_optimizer_and_untouched_until_unfrozen():
         assert not torch.equal(net.backbone[0].weight, frozen), name
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize(
     ("groups", "expected"),
     [

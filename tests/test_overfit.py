@@ -88,7 +88,6 @@ def test_one_fixed_batch_through_the_python_api(tmp_path):
     assert len(data.read) == 3 + 16 + 16 and len(set(data.read[-16:])) == 16, data.read
 
 
-@pytest.mark.slow
 def test_resume_is_refused(cli):
     code, _out, err = cli("train", *CAPABLE, "--resume", "auto")
     assert code == 2

@@ -301,7 +301,6 @@ def test_incompatible_changes_are_refused(cli, tmp_path, change, expected):
     assert expected in err and len(err.strip().splitlines()) == 1
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("content", [b"", b"garbage" * 50, b"PK\x03\x04broken"])
 def test_resume_from_a_bad_file_is_one_line(cli, tmp_path, content):
     bad = tmp_path / "bad.pt"
@@ -312,7 +311,6 @@ def test_resume_from_a_bad_file_is_one_line(cli, tmp_path, content):
     assert not (tmp_path / "b").exists()
 
 
-@pytest.mark.slow
 def test_resume_refuses_pickled_code(cli, tmp_path):
     marker = tmp_path / "pwned"
 

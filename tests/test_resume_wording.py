@@ -43,7 +43,6 @@ def test_resume_a_run_directory_skips_a_torn_newest_one(cli, run):
     assert "skipping unusable checkpoint" in out and "best.pt at step 28" in out
 
 
-@pytest.mark.slow
 def test_a_run_directory_without_checkpoints_is_one_clear_line(cli, tmp_path):
     (tmp_path / "empty" / "checkpoints").mkdir(parents=True)
     code, out, err = cli("train", *RUN, "--resume", "empty")
@@ -52,7 +51,6 @@ def test_a_run_directory_without_checkpoints_is_one_clear_line(cli, tmp_path):
     assert err.strip() == f"trainwell: error: {expected}"
 
 
-@pytest.mark.slow
 def test_a_folder_that_is_no_checkpoint_and_no_run_says_so(cli, tmp_path):
     (tmp_path / "stuff").mkdir()
     (tmp_path / "stuff" / "notes.txt").write_text("hello")
@@ -61,7 +59,6 @@ def test_a_folder_that_is_no_checkpoint_and_no_run_says_so(cli, tmp_path):
     assert "is a folder, not a checkpoint" in err and "commit marker" not in err
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("resume", [None, "auto"])
 def test_a_dangling_symlink_run_dir_is_named_as_such(cli, tmp_path, resume):
     (tmp_path / "link").symlink_to(tmp_path / "gone" / "away")
@@ -74,7 +71,6 @@ def test_a_dangling_symlink_run_dir_is_named_as_such(cli, tmp_path, resume):
     assert not (tmp_path / "gone").exists()
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("content", ["{not json", "", "[1, 2]"])
 def test_a_run_whose_summary_cannot_be_read_is_an_unreadable_run(cli, tmp_path, content):
     (tmp_path / "r").mkdir()
@@ -95,7 +91,6 @@ def hold_lock(folder: Path) -> subprocess.Popen:
     return proc
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("how", ["auto", "run_dir", "checkpoint", "auto_with_a_torn_newest"])
 def test_a_held_run_is_refused_before_any_word_about_resuming(cli, run, how):
     if how == "auto_with_a_torn_newest":

@@ -436,7 +436,6 @@ def test_a_loader_without_batching_is_sharded_by_its_items():
 # --- config and bad input: one line, exit 2 ---
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("overrides, message", [
     (["data.sampler=42"], "data.sampler: 42 is not 'pkg.module:Cls' or {name, kwargs}"),
     (["data.sampler=balanced"], "data.sampler: 'balanced' is not an import path"),
@@ -450,7 +449,6 @@ def test_bad_sampler_config_is_one_line(cli, overrides, message):
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("overrides, message", [
     (["data.sampler=torch.nn:Identity"], "the factory returned Identity, not a sampler"),
     ([f"data.sampler={CODE}:distributed"], "returned a DistributedSampler"),

@@ -309,7 +309,6 @@ def test_a_callback_logging_an_engine_metric_stops_the_run_saying_so(tmp_path):
 # ---- a monitor that names no metric: refused before the first step ------------------------
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize(
     ("monitor", "extra", "said"),
     [
@@ -354,7 +353,6 @@ def test_an_undeclared_callback_name_that_never_comes_fails_at_the_first_evaluat
 # ---- bad train.metrics: one line ----------------------------------------------------------
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize(
     ("spec", "said"),
     [

@@ -98,7 +98,6 @@ def test_a_yaml_config_and_an_eval_step_with_its_own_keywords(cli, task):
     assert "temperature: 3.0" in (task / "run" / "config.yaml").read_text()
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize(
     ("overrides", "expected"),
     [
