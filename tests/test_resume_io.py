@@ -242,6 +242,7 @@ def test_cli_checkpoints_folder_at_mode_000_is_one_line(run, tmp_path):
     assert snapshot(run) == before
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("keep", [10, 200, 1000, 5000, 20000, -30])
 def test_a_file_cut_short_is_torn_not_unreadable(run, keep):
     """torch raises an OSError of its own (EINVAL) for some cuts: still a torn file."""

@@ -143,6 +143,7 @@ def _big(kind: str, size: int = 1_000_000) -> str:
     return "\n".join(lines) + "\n"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["words", "table"])
 def test_a_megabyte_config_loads_and_writes_in_seconds(tmp_path, kind):
     path = _write(tmp_path, _big(kind))
