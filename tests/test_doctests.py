@@ -13,7 +13,6 @@ import trainwell.engine
 MODULES = sorted(m.name for m in pkgutil.iter_modules(trainwell.engine.__path__))
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("name", MODULES)
 def test_docstring_examples(name):
     module = importlib.import_module(f"trainwell.engine.{name}")

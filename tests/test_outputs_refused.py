@@ -49,7 +49,6 @@ RUN_FILES = ["config.yaml", "summary.json", "metrics.csv", "env.json", "report.h
              "checkpoints/preds.csv", "tensorboard/preds.csv", ".lock"]  # fmt: skip
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("name", RUN_FILES)
 def test_predict_never_writes_into_a_runs_own_files(cli, run, x_npy, name):
     before = snapshot(run)
@@ -57,7 +56,6 @@ def test_predict_never_writes_into_a_runs_own_files(cli, run, x_npy, name):
     assert snapshot(run) == before
 
 
-@pytest.mark.slow
 def test_predict_onto_the_checkpoint_it_reads(cli, run, x_npy):
     before = snapshot(run)
     ckpt = run / "checkpoints" / "last.pt"
@@ -65,7 +63,6 @@ def test_predict_onto_the_checkpoint_it_reads(cli, run, x_npy):
     assert snapshot(run) == before
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("spelling", ["x.npy", "./sub/../x.npy", "link.npy", "hard.npy"])
 def test_predict_onto_its_input_array_under_any_spelling(cli, run, tmp_path, x_npy, spelling):
     (tmp_path / "sub").mkdir()
@@ -76,7 +73,6 @@ def test_predict_onto_its_input_array_under_any_spelling(cli, run, tmp_path, x_n
     assert x_npy.read_bytes() == before
 
 
-@pytest.mark.slow
 def test_predict_onto_the_artifact_it_reads(cli, run, tmp_path, x_npy):
     code, _, err = cli("export", str(run), "--format", "torchscript", "--out", "m.torchscript")
     assert code == 0, err
@@ -86,7 +82,6 @@ def test_predict_onto_the_artifact_it_reads(cli, run, tmp_path, x_npy):
     assert (tmp_path / "m.torchscript").read_bytes() == before
 
 
-@pytest.mark.slow
 def test_predict_to_a_fresh_file_still_works(cli, run, tmp_path, x_npy):
     code, _, err = cli("predict", str(run), "x.npy", "--out", "preds.csv")
     assert code == 0, err
@@ -95,7 +90,6 @@ def test_predict_to_a_fresh_file_still_works(cli, run, tmp_path, x_npy):
     assert code == 0, err
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("name", ["config.yaml", "summary.json", "metrics.csv",
                                   "checkpoints/last.pt", "checkpoints/report.html",
                                   "tensorboard/r.html"])  # fmt: skip
@@ -105,7 +99,6 @@ def test_report_never_writes_into_a_runs_own_files(cli, run, name):
     assert snapshot(run) == before
 
 
-@pytest.mark.slow
 def test_report_of_two_runs_onto_the_second_runs_metrics(cli, run, tmp_path):
     other = tmp_path / "other"
     trainwell.fit(load_config(overrides=[*SMALL, f"run.dir={other}"]))
@@ -117,7 +110,6 @@ def test_report_of_two_runs_onto_the_second_runs_metrics(cli, run, tmp_path):
     assert code == 0 and (tmp_path / "both.html").is_file(), err
 
 
-@pytest.mark.slow
 def test_report_writes_its_own_report_html(cli, run):
     code, _, err = cli("report", str(run))
     assert code == 0, err
@@ -125,7 +117,6 @@ def test_report_writes_its_own_report_html(cli, run):
     assert code == 0, err
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("name", ["config.yaml", "summary.json", "metrics.csv",
                                   "checkpoints/step-9.pt", "checkpoints/last",
                                   "tensorboard/m.safetensors"])  # fmt: skip
@@ -136,7 +127,6 @@ def test_export_never_writes_into_a_runs_own_files(cli, run, name):
     assert snapshot(run) == before
 
 
-@pytest.mark.slow
 def test_export_beside_the_checkpoint_by_default_still_works(cli, run, tmp_path):
     import shutil
 
@@ -147,7 +137,6 @@ def test_export_beside_the_checkpoint_by_default_still_works(cli, run, tmp_path)
     assert (copy / "checkpoints" / "best.safetensors").is_file()
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("target", ["checkpoints", "tensorboard", "checkpoints/deeper"])
 def test_profile_and_lr_find_folders_inside_a_runs_reserved_folders(cli, run, target):
     before = snapshot(run)
@@ -158,14 +147,12 @@ def test_profile_and_lr_find_folders_inside_a_runs_reserved_folders(cli, run, ta
     assert not (run / "checkpoints" / "deeper").exists()
 
 
-@pytest.mark.slow
 def test_lr_find_output_that_would_overwrite_the_config(cli, tmp_path):
     (tmp_path / "lr_find.csv").write_text("data:\n  name: synthetic\n")
     refused(cli("lr-find", "--config", "lr_find.csv", "--output", "."), "the config being read")
     assert (tmp_path / "lr_find.csv").read_text() == "data:\n  name: synthetic\n"
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("flag", ["--json", "--apply"])
 @pytest.mark.parametrize("name", ["summary.json", "config.yaml", "checkpoints/b.json"])
 def test_bench_data_never_writes_into_a_run(cli, run, flag, name):
@@ -174,7 +161,6 @@ def test_bench_data_never_writes_into_a_run(cli, run, flag, name):
     assert snapshot(run) == before
 
 
-@pytest.mark.slow
 def test_bench_data_json_onto_its_own_config(cli, tmp_path):
     config = tmp_path / "c.yaml"
     config.write_text("data:\n  name: synthetic\n")
@@ -186,7 +172,6 @@ def test_bench_data_json_onto_its_own_config(cli, tmp_path):
 SCRIPT = "print('ran')\nopen('ran.txt', 'w').write('yes')\n"
 
 
-@pytest.mark.slow
 def test_doctor_json_onto_the_script_it_runs(cli, tmp_path):
     (tmp_path / "train.py").write_text(SCRIPT)
     (tmp_path / "alias.py").symlink_to(tmp_path / "train.py")
@@ -196,7 +181,6 @@ def test_doctor_json_onto_the_script_it_runs(cli, tmp_path):
     assert not (tmp_path / "ran.txt").exists()
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("name", ["summary.json", "doctor.json", "checkpoints/d.json"])
 def test_doctor_json_into_a_run(cli, run, tmp_path, name):
     (tmp_path / "train.py").write_text(SCRIPT)
@@ -205,7 +189,6 @@ def test_doctor_json_into_a_run(cli, run, tmp_path, name):
     assert snapshot(run) == before and not (tmp_path / "ran.txt").exists()
 
 
-@pytest.mark.slow
 def test_doctor_memory_out_in_a_runs_checkpoints(cli, run, tmp_path):
     (tmp_path / "train.py").write_text(SCRIPT)
     before = snapshot(run)
