@@ -8,6 +8,7 @@ prints the same judgement as a score.
 from __future__ import annotations
 
 import json
+import socket
 import sys
 from pathlib import Path
 
@@ -47,11 +48,20 @@ def test_every_slow_case_is_a_case():
     assert not unknown, f"tests/doctor_field/_slow.txt names no case: {unknown}"
 
 
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
 def test_field_case(case, tmp_path, monkeypatch, capsys):
     script = tmp_path / f"{case.name}.py"
     script.write_text(case.text)
     monkeypatch.chdir(tmp_path)
+    # A free port for the scripts that take MASTER_PORT from the environment when it is set
+    # (their own default is a fixed one, which two runs at once on one machine share).
+    monkeypatch.setenv("MASTER_PORT", str(_free_port()))
     out = tmp_path / "report.json"
     code = main(["doctor", "--json", str(out), *case.doctor_args, str(script)])
     err = capsys.readouterr().err
