@@ -204,6 +204,7 @@ def test_real_mode_000_checkpoints_stop_resume(run):
 # --- real processes -----------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_cli_resume_auto_with_every_checkpoint_unreadable(run, tmp_path):
     before = snapshot(run)
     rules = [{"path": str(run / "checkpoints" / "*.pt"), "kind": "deny-file"}]
@@ -218,6 +219,7 @@ def test_cli_resume_auto_with_every_checkpoint_unreadable(run, tmp_path):
     assert read_summary(run)["status"] == "completed"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("target", ["file", "run_dir"])
 def test_cli_resume_path_or_run_dir_over_a_disk_error(run, tmp_path, target):
     last = run / "checkpoints" / "last.pt"
@@ -231,6 +233,7 @@ def test_cli_resume_path_or_run_dir_over_a_disk_error(run, tmp_path, target):
     assert snapshot(run) == before
 
 
+@pytest.mark.slow
 def test_cli_checkpoints_folder_at_mode_000_is_one_line(run, tmp_path):
     before = snapshot(run)
     proc = cli(["train", *RUN, f"run.dir={run}", "--resume", "auto"], tmp_path,
