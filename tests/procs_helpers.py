@@ -69,6 +69,41 @@ def wait_for(predicate, timeout: float, every: float = 0.1) -> bool:
     return predicate()
 
 
+def saved_step(folder: Path) -> int:
+    """The newest step a run has checkpointed (its ``step-N.pt`` files); 0 before any.
+    Kill tests wait for it: counted work, where a sleep could outlast a fast run."""
+    return max((int(p.stem.split("-")[1]) for p in folder.glob("step-*.pt")), default=0)
+
+
+def logged_step(csv: Path) -> int:
+    """The newest step a run has logged a training row for in ``csv`` (its metrics.csv;
+    complete lines only); 0 before any."""
+    try:
+        text = csv.read_text()
+    except FileNotFoundError:
+        return 0
+    lines = text.splitlines()[1:]  # after the header
+    if not text.endswith("\n"):
+        lines = lines[:-1]  # a line being written
+    return max((int(row.split(",")[0]) for row in lines if ",train," in row), default=0)
+
+
+def wait_for_step(
+    proc: subprocess.Popen, run: Path, kind: str, step: int, timeout: float = 120
+) -> bool:
+    """Wait until the run in ``run`` has ``kind`` ("saved": a checkpoint, "logged": a
+    training row) a step at or past ``step``; False if ``proc`` ended first or the time ran
+    out. Polled every 2 ms, so a kill sent next lands within a step or two of it."""
+    progress = {"saved": lambda: saved_step(run / "checkpoints"),
+                "logged": lambda: logged_step(run / "metrics.csv")}[kind]  # fmt: skip
+    end = time.monotonic() + timeout
+    while time.monotonic() < end and proc.poll() is None:
+        if progress() >= step:
+            return True
+        time.sleep(0.002)
+    return False
+
+
 def gone_within(pids: list[int], timeout: float) -> list[int]:
     """The pids still alive after ``timeout`` seconds (each is then killed)."""
     wait_for(lambda: not any(alive(p) for p in pids), timeout)

@@ -54,6 +54,7 @@ def test_the_precision_line_says_why(requested, resolved, device, expected):
     assert ("train.precision=fp32 to debug numerics" in line) == (resolved != "fp32")
 
 
+@pytest.mark.slow
 def test_a_run_names_its_precision_in_its_first_lines(tmp_path):
     out = io.StringIO()
     cfg = load_config(overrides=[*SYNTHETIC, "train.max_steps=2", "train.precision=bf16",
@@ -79,6 +80,7 @@ class KeepOptimizer:
         self.optimizer, self.model = ctx.optimizer, ctx.model
 
 
+@pytest.mark.slow
 def test_fp16_logs_the_scale_and_counts_exactly_the_skipped_steps(tmp_path):
     keep = KeepOptimizer()
     cfg = load_config(overrides=[*SYNTHETIC, "train.max_steps=12", "train.log_every=3",
@@ -96,6 +98,7 @@ def test_fp16_logs_the_scale_and_counts_exactly_the_skipped_steps(tmp_path):
     assert scales[-1] == 2.0**16 / 2 ** skipped[-1]
 
 
+@pytest.mark.slow
 def test_an_overflowing_fp16_step_is_counted_as_skipped(tmp_path):
     keep = KeepOptimizer()
     cfg = load_config(overrides=[*SYNTHETIC, "train.max_steps=8", "train.log_every=4",
@@ -108,6 +111,7 @@ def test_an_overflowing_fp16_step_is_counted_as_skipped(tmp_path):
     assert skipped[-1] == 8 - applied >= 2  # the planted overflows, at least
 
 
+@pytest.mark.slow
 def test_bf16_and_fp32_log_no_scaler_figures(tmp_path):
     for precision in ("fp32", "bf16"):
         cfg = load_config(overrides=[*SYNTHETIC, "train.max_steps=4", "train.log_every=2",
@@ -180,6 +184,7 @@ def test_a_glob_that_matches_no_module_is_one_line(globs):
         keep_fp32(_net(), globs, "cpu")
 
 
+@pytest.mark.slow
 def test_fp32_modules_in_a_real_run_and_from_the_cli(cli, tmp_path):
     out = io.StringIO()
     cfg = load_config(overrides=[*SYNTHETIC, "train.max_steps=3", "train.precision=bf16",
@@ -208,6 +213,7 @@ def test_warmup_is_on_by_default_as_a_share_of_the_run():
     assert warmup_length(SchedConfig(warmup_ratio=0.25), 10) == 2
 
 
+@pytest.mark.slow
 def test_the_default_run_warms_up(tmp_path):
     cfg = load_config(overrides=[*SYNTHETIC, "train.max_steps=100", "train.log_every=1",
                                  "optim.lr=0.01", f"run.dir={tmp_path / 'a'}"])  # fmt: skip
@@ -235,6 +241,7 @@ def test_a_bad_warmup_ratio_is_one_line(cli, tmp_path, override, match):
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.slow
 def test_a_warmup_ratio_for_a_scheduler_given_by_import_path_is_refused(cli, tmp_path):
     code, _, err = cli("train", *SYNTHETIC, "sched.name=torch.optim.lr_scheduler:StepLR",
                        "sched.kwargs.step_size=5", "sched.warmup_ratio=0.2",

@@ -14,6 +14,7 @@ import pytest
 from tests.conftest import REPO
 
 
+@pytest.mark.slow
 def test_the_doctors_and_the_engines_layers_import_downward_only():
     exe = Path(sys.executable).parent / "lint-imports"
     if not exe.exists():
@@ -28,6 +29,7 @@ def test_the_doctors_and_the_engines_layers_import_downward_only():
         assert f"{contract} KEPT" in proc.stdout, proc.stdout[-3000:]
 
 
+@pytest.mark.slow
 def test_no_module_is_in_an_import_cycle():
     tool = REPO.parent / "shared" / "tools" / "import_cycles.py"
     if not tool.exists():

@@ -223,6 +223,7 @@ def test_each_pytest_command_selects_tests(doc, command):
 CHEAP = [(d, c) for d, c in COMMANDS if any(r in c for r in RUN)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("doc,command", CHEAP, ids=[c for _, c in CHEAP])
 def test_the_cheap_commands_run(doc, command):
     words = shlex.split(command)

@@ -16,6 +16,7 @@ from trainwell.engine.tools import batch_search
 from trainwell.engine.tools.batch_search import Trial, find_batch_size
 
 
+@pytest.mark.slow
 def test_on_the_cpu_the_choice_follows_the_measured_trials():
     cfg = load_config(overrides=[*SYNTHETIC, "train.precision=fp32"])
     seen: list[str] = []
@@ -30,6 +31,7 @@ def test_on_the_cpu_the_choice_follows_the_measured_trials():
     assert result.configured == 32 and result.device == "cpu"
 
 
+@pytest.mark.slow
 def test_the_sizes_split_into_the_accumulation_steps():
     cfg = load_config(overrides=[*SYNTHETIC, "train.grad_accum_steps=4", "train.precision=fp32"])
     result = find_batch_size(cfg, max_batch=32, steps=1, say=lambda _: None)
@@ -37,6 +39,7 @@ def test_the_sizes_split_into_the_accumulation_steps():
     assert all(t.batch_size % 4 == 0 for t in result.trials)
 
 
+@pytest.mark.slow
 def test_a_size_is_never_larger_than_the_training_split():
     cfg = load_config(overrides=[*SYNTHETIC, "data.kwargs.num_samples=100", "train.precision=fp32"])
     result = find_batch_size(cfg, max_batch=4096, steps=1, say=lambda _: None)

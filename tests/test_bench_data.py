@@ -132,6 +132,7 @@ def test_new_data_keys_reach_the_engines_loader():
 # -- the command -----------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_json_shape_and_apply_writes_a_loadable_config(cli, tmp_path):
     config = tmp_path / "run.yaml"
     config.write_text("optim:\n  lr: 0.02\ndata:\n  batch_size: 32\n")
@@ -159,6 +160,7 @@ def test_json_shape_and_apply_writes_a_loadable_config(cli, tmp_path):
     assert cfg.optim.lr == 0.02 and cfg.data.batch_size == 32  # other keys kept
 
 
+@pytest.mark.slow
 def test_apply_creates_a_missing_config(cli, slowdata):
     code, _, err = cli("bench-data", "--loader", "bench_slowdata:loader", "--seconds", "1",
                        "--apply", "new.yaml")  # fmt: skip
@@ -168,6 +170,7 @@ def test_apply_creates_a_missing_config(cli, slowdata):
     assert not list(slowdata.glob(".*.tmp"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -190,6 +193,7 @@ def test_bad_input_is_one_line_and_exit_2(cli, slowdata, args, message):
     assert message in err, err
 
 
+@pytest.mark.slow
 def test_apply_to_an_iterable_of_batches_is_refused(cli, slowdata):
     code, _, err = cli("bench-data", "--loader", "bench_slowdata:batches", "--seconds", "0.5",
                        "--apply", "x.yaml")  # fmt: skip
@@ -197,6 +201,7 @@ def test_apply_to_an_iterable_of_batches_is_refused(cli, slowdata):
     assert not (slowdata / "x.yaml").exists()
 
 
+@pytest.mark.slow
 def test_a_loader_factory_is_swept(cli, slowdata):
     code, out, err = cli("bench-data", "--loader", "bench_slowdata:loader", "--seconds", "1.5",
                          "--json", "bench.json")  # fmt: skip
@@ -208,6 +213,7 @@ def test_a_loader_factory_is_swept(cli, slowdata):
     assert "--loader bench_slowdata:loader" in out
 
 
+@pytest.mark.slow
 def test_an_iterable_of_batches_is_timed_as_given(cli, slowdata):
     code, out, err = cli("bench-data", "--loader", "bench_slowdata:batches", "--seconds", "0.3",
                          "--json", "bench.json")  # fmt: skip
@@ -218,6 +224,7 @@ def test_an_iterable_of_batches_is_timed_as_given(cli, slowdata):
     assert "as given" in out
 
 
+@pytest.mark.slow
 def test_a_slow_data_set_is_data_bound_and_workers_help(cli, slowdata):
     code, out, err = cli(
         "bench-data", "data.name=bench_slowdata:Slow", "data.batch_size=16",
@@ -238,6 +245,7 @@ def test_a_slow_data_set_is_data_bound_and_workers_help(cli, slowdata):
     _check_rule(doc)
 
 
+@pytest.mark.slow
 def test_help_names_every_option():
     with pytest.raises(SystemExit) as exc:
         main(["bench-data", "--help"])

@@ -22,6 +22,7 @@ TEXT = [f"data.name={CODE}:texts", "data.batch_size=8",
         f"data.collate={{name: '{CODE}:pad_collate', kwargs: {{pad_id: 0}}}}"]  # fmt: skip
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("overrides", [
     TABULAR,
     [*TABULAR, "data.kwargs.num_classes=3", "train.grad_accum_steps=2"],
@@ -49,6 +50,7 @@ def test_no_model_is_built_without_model(monkeypatch):
     assert result.model is None and result.sweep.recommended.batches_per_s > 0
 
 
+@pytest.mark.slow
 def test_the_header_names_a_batch_sampler(cli):
     code, out, err = cli("bench-data", *TEXT, f"data.batch_sampler={CODE}:buckets",
                          "--seconds", "0.5")  # fmt: skip
@@ -56,6 +58,7 @@ def test_the_header_names_a_batch_sampler(cli):
     assert "batches of data.batch_sampler" in out
 
 
+@pytest.mark.slow
 def test_with_model_the_model_is_still_built_and_checked(cli):
     # The default simple_cnn on 8 features: --model asks for it, so its refusal stands.
     code, out, err = cli("bench-data", *TABULAR, "--model", "--seconds", "1")

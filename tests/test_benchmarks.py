@@ -38,6 +38,7 @@ def run_quick(script: str, tmp_path: Path, ratio: str, timeout: float) -> str:
     return proc.stdout
 
 
+@pytest.mark.slow
 def test_checkpoint(tmp_path: Path) -> None:
     out = run_quick("checkpoint.py", tmp_path, "ratio (durable / plain torch.save)", 120)
     for variant in ("plain torch.save", "plain + fsync", "durable (save_atomic)"):
@@ -55,11 +56,13 @@ def test_scaling(tmp_path: Path) -> None:
     assert out.rstrip().splitlines()[-2].startswith("verdict: "), "the verdict before the ratio"
 
 
+@pytest.mark.slow
 def test_amp(tmp_path: Path) -> None:
     out = run_quick("amp.py", tmp_path, "ratio (bf16 / fp32, peak memory)", 180)
     assert "ratio (bf16 / fp32, steps/s): " in out and "native bf16: " in out
 
 
+@pytest.mark.slow
 def test_fsdp(tmp_path: Path) -> None:
     out = run_quick("fsdp.py", tmp_path, "ratio fsdp / ddp (training state bytes per rank)", 240)
     assert "ratio sharded / gathered (checkpoint write time)" in out

@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from torch._inductor.runtime.cache_dir_utils import default_cache_dir
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
@@ -51,6 +52,7 @@ def assert_device_line(out: str) -> None:
     assert re.search(r"^device: (CPU: .+|CUDA: .+)$", out, re.M), out
 
 
+@pytest.mark.slow
 def test_compile(tmp_path: Path) -> None:
     # Inductor's own cache, where it would be without the test's TMPDIR: a cold compile
     # takes 30-50 s on a small CPU, a warm one a few (the quick mode keeps the cache as
@@ -66,6 +68,7 @@ def test_compile(tmp_path: Path) -> None:
     assert out.rstrip().splitlines()[-1].startswith("ratio (compiled / eager, steps/s)")
 
 
+@pytest.mark.slow
 def test_memory(tmp_path: Path) -> None:
     out = run_quick(tmp_path, [str(BENCHMARKS / "memory.py")], 120)
     assert_device_line(out)
@@ -76,6 +79,7 @@ def test_memory(tmp_path: Path) -> None:
     assert out.rstrip().splitlines()[-1].startswith("ratio (checkpointed / plain, steps/s)")
 
 
+@pytest.mark.slow
 def test_overhead_with_lightning_or_its_skip_line(tmp_path: Path) -> None:
     out = run_quick(tmp_path, [str(BENCHMARKS / "overhead.py"), "--model", "mlp"], 180)
     ratio(out, "trainwell / hand-written, steps/s")
@@ -86,6 +90,7 @@ def test_overhead_with_lightning_or_its_skip_line(tmp_path: Path) -> None:
         assert "Lightning side skipped: lightning is not installed" in out, out
 
 
+@pytest.mark.slow
 def test_overhead_says_the_lightning_side_is_skipped_without_lightning() -> None:
     # lightning hidden (a None entry in sys.modules makes find_spec answer None), as where
     # the bench extra is not installed; the ratios printed from made-up timings (a full

@@ -36,6 +36,7 @@ def test_events_come_in_order_with_their_context(tmp_path):
     assert (tmp_path / "run" / "recorder.txt").read_text() == "28 steps\n"
 
 
+@pytest.mark.slow
 def test_a_callback_stops_the_run_at_a_step_and_the_epoch_still_ends(tmp_path):
     result = fit(tmp_path / "run", callbacks=[Recorder(stop_at=5)])
     summary = read_summary(tmp_path / "run")
@@ -45,6 +46,7 @@ def test_a_callback_stops_the_run_at_a_step_and_the_epoch_still_ends(tmp_path):
     assert "val/loss" in result.metrics
 
 
+@pytest.mark.slow
 def test_callback_state_is_saved_and_resumed_exactly(tmp_path):
     full = Recorder()
     fit(tmp_path / "full", "checkpoint.every_steps=5", "checkpoint.keep_last=100", callbacks=[full])
@@ -56,6 +58,7 @@ def test_callback_state_is_saved_and_resumed_exactly(tmp_path):
     assert again.steps == full.steps == 28
 
 
+@pytest.mark.slow
 def test_callbacks_from_the_config_with_kwargs(cli, tmp_path):
     spec = "callbacks=[{name: tests.tasks_code:Recorder, kwargs: {stop_at: 3}}]"
     code, _, err = cli("train", *BASE, "run.dir=run", spec)
@@ -70,6 +73,7 @@ class Fails:
             raise ValueError("bad rule")
 
 
+@pytest.mark.slow
 def test_a_failing_callback_stops_the_run_naming_it_and_leaves_it_resumable(tmp_path):
     with pytest.raises(CallbackError, match=r"callback Fails.on_step_end failed: ValueError: bad"):
         fit(tmp_path / "run", "checkpoint.every_steps=5", callbacks=[Fails()])
@@ -78,6 +82,7 @@ def test_a_failing_callback_stops_the_run_naming_it_and_leaves_it_resumable(tmp_
     assert read_summary(tmp_path / "run")["status"] == "completed"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "spec, match",
     [
@@ -92,6 +97,7 @@ def test_bad_callback_specs_are_one_line(tmp_path, spec, match):
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.slow
 def test_the_readme_callback_runs_as_written(tmp_path):
     import re
 

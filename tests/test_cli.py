@@ -53,6 +53,7 @@ def assert_refused(code: int, err: str, expected: str) -> None:
 QUICK = ["train.epochs=1", "run.dir=run"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("args", "expected"),
     [
@@ -84,6 +85,7 @@ def test_bad_input_is_refused_before_anything_runs(cli, user_code, args, expecte
     assert not (user_code / "runs").exists()
 
 
+@pytest.mark.slow
 def test_bad_config_files(cli, tmp_path):
     (tmp_path / "list.yaml").write_text("- 1\n- 2\n")
     code, _, err = cli("train", "--config", "list.yaml")
@@ -93,6 +95,7 @@ def test_bad_config_files(cli, tmp_path):
     assert_refused(code, err, "tag that safe YAML refuses")
 
 
+@pytest.mark.slow
 def test_label_error_found_mid_run_marks_the_run_failed(cli, user_code):
     args = ["data.name=usercode:NoTargets", "model.name=mlp", "data.num_classes=3"]
     code, _out, err = cli("train", *QUICK, *args, "data.batch_size=8")
@@ -101,6 +104,7 @@ def test_label_error_found_mid_run_marks_the_run_failed(cli, user_code):
     assert completed_runs(user_code) == []
 
 
+@pytest.mark.slow
 def test_completed_run_is_never_overwritten(cli, tmp_path):
     assert cli("train", *QUICK)[0] == 0
     before = (tmp_path / "run" / "summary.json").read_bytes()
@@ -109,6 +113,7 @@ def test_completed_run_is_never_overwritten(cli, tmp_path):
     assert (tmp_path / "run" / "summary.json").read_bytes() == before
 
 
+@pytest.mark.slow
 def test_debug_shows_the_traceback(cli):
     from trainwell.errors import UserError
 
@@ -116,6 +121,7 @@ def test_debug_shows_the_traceback(cli):
         cli("--debug", "train", "optim.lrr=1")
 
 
+@pytest.mark.slow
 def test_dry_run_writes_nothing(cli, tmp_path):
     code, out, _ = cli("train", "--dry-run", "run.dir=run")
     assert code == 0
@@ -124,6 +130,7 @@ def test_dry_run_writes_nothing(cli, tmp_path):
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.slow
 def test_print_and_help_config(cli):
     code, out, _ = cli("train", "--print-config", "optim.lr=0.5")
     assert code == 0 and "lr: 0.5" in out
@@ -131,6 +138,7 @@ def test_print_and_help_config(cli):
     assert code == 0 and "`optim.lr`" in out
 
 
+@pytest.mark.slow
 def test_env_json_and_report(tmp_path):
     proc = run_subprocess(["env", "--json"], cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
@@ -140,6 +148,7 @@ def test_env_json_and_report(tmp_path):
     assert proc.returncode == 0 and "torch" in proc.stdout
 
 
+@pytest.mark.slow
 def test_real_process_exit_code_and_one_line(tmp_path):
     proc = run_subprocess(["train", "optim.lrr=1"], cwd=tmp_path)
     assert proc.returncode == 2

@@ -21,6 +21,7 @@ def test_overrides_stand_anywhere_on_the_line(cli, capsys):
     assert "unrecognized arguments: --no-such-flag" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_lines_are_never_wrapped_without_a_terminal(cli, tmp_path):
     deep = tmp_path / ("a-rather-long-folder-name-" * 4) / "run"
     code, out, err = cli("train", *QUICK, f"run.dir={deep}", "train.max_steps=3")

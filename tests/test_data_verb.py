@@ -31,6 +31,7 @@ def report_of(cli, tmp_path, *args: str) -> tuple[dict, str]:
 # --- the default: scikit-learn's digits ------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_default_digits_report_matches_the_data(cli, tmp_path):
     report, out = report_of(cli, tmp_path)
     splits = dict(zip(("train", "val", "test"), load_digits_splits()))
@@ -58,6 +59,7 @@ def test_default_digits_report_matches_the_data(cli, tmp_path):
     assert "no warnings" in out and "train  1257 samples" in out
 
 
+@pytest.mark.slow
 def test_overrides_reach_the_data(cli, tmp_path):
     report, _ = report_of(cli, tmp_path, "data.name=synthetic", "data.kwargs.num_samples=300",
                           "data.kwargs.shape=[5]", "data.kwargs.num_classes=3",
@@ -95,6 +97,7 @@ IMBALANCED = """
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("factory,kwargs", [("Pairs", {}), ("Pairs", {"share": 0.8}),
                                             ("tensors", {}), ("tensors", {"share": 0.9})])
 def test_majority_class_is_named_with_its_share(cli, tmp_path, factory, kwargs):
@@ -128,6 +131,7 @@ MISSING = """
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("missing", [7, 0, 9])
 def test_class_missing_from_val(cli, tmp_path, missing):
     mod = user_module(tmp_path, MISSING)
@@ -169,6 +173,7 @@ GAPS = """
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("values", ["1,5,9", "2,3,4,5", "0,1,2,10"])
 def test_labels_that_are_not_contiguous(cli, tmp_path, values):
     mod = user_module(tmp_path, GAPS)
@@ -183,6 +188,7 @@ def test_labels_that_are_not_contiguous(cli, tmp_path, values):
     ]
 
 
+@pytest.mark.slow
 def test_labels_outside_the_classes_are_reported_not_refused(cli, tmp_path):
     mod = user_module(tmp_path, GAPS)
     report, _ = report_of(cli, tmp_path, f"data.name={mod}:gaps", "data.kwargs.values=0,1,2,4",
@@ -227,6 +233,7 @@ NONFINITE = """
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("nan_at,inf_at", [("3,50,101", ""), ("7", "8,9"), ("", "0")])
 def test_nan_and_inf_inputs_are_counted(cli, tmp_path, nan_at, inf_at):
     mod = user_module(tmp_path, NONFINITE)
@@ -301,6 +308,7 @@ REGRESSION = """
 """
 
 
+@pytest.mark.slow
 def test_dict_samples_with_regression_targets(cli, tmp_path):
     mod = user_module(tmp_path, REGRESSION)
     report, out = report_of(cli, tmp_path, f"data.name={mod}:Houses",
@@ -319,6 +327,7 @@ def test_dict_samples_with_regression_targets(cli, tmp_path):
     assert "y " in out  # the target's statistics line
 
 
+@pytest.mark.slow
 def test_iterable_data_set_has_no_size(cli, tmp_path):
     mod = user_module(tmp_path, """
         import torch
@@ -337,6 +346,7 @@ def test_iterable_data_set_has_no_size(cli, tmp_path):
     assert "unknown size" in out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("limit", [50, 123])
 def test_statistics_over_at_most_n_samples_say_so(cli, tmp_path, limit):
     mod = user_module(tmp_path, IMBALANCED)
@@ -351,6 +361,7 @@ def test_statistics_over_at_most_n_samples_say_so(cli, tmp_path, limit):
     assert val["stopped"] == ("limit" if limit < 100 else None)
 
 
+@pytest.mark.slow
 def test_a_slow_data_set_stops_at_the_time_budget(cli, tmp_path):
     mod = user_module(tmp_path, """
         import time
@@ -466,6 +477,7 @@ LEAKS = """
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("copies", [1, 7, 50])
 def test_val_samples_that_are_also_in_train(cli, tmp_path, copies):
     mod = user_module(tmp_path, LEAKS)
@@ -476,6 +488,7 @@ def test_val_samples_that_are_also_in_train(cli, tmp_path, copies):
     assert report["splits"]["val"]["duplicates"] == 0
 
 
+@pytest.mark.slow
 def test_the_same_data_in_both_loaders(cli, tmp_path):
     mod = user_module(tmp_path, LEAKS)
     report, _ = report_of(cli, tmp_path, f"data.name={mod}:same_loader", "train.max_steps=1")
@@ -490,6 +503,7 @@ def test_no_overlap_no_warning(cli, tmp_path):
     assert not any("also appear" in w for w in report["warnings"])
 
 
+@pytest.mark.slow
 def test_nan_in_named_fields_and_in_targets(cli, tmp_path):
     mod = user_module(tmp_path, """
         import torch

@@ -20,6 +20,7 @@ def run(cli, tmp_path, *args):
     return json.loads((tmp_path / "look" / "data.json").read_text()), out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n_train,side", [(60, 28), (120, 12)])
 def test_fashion_mnist_from_local_files(cli, tmp_path, n_train, side):
     arrays = write_fashion(tmp_path / "fm", n_train=n_train, n_test=30, height=side, width=side)
@@ -68,6 +69,7 @@ RGB = """
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("last", [False, True])
 def test_colour_images_get_statistics_per_channel(cli, tmp_path, last):
     mod = user_module(tmp_path, RGB)
@@ -93,6 +95,7 @@ def test_colour_images_get_statistics_per_channel(cli, tmp_path, last):
     assert height > 100 and width > 100  # five classes, a row each
 
 
+@pytest.mark.slow
 def test_no_grid_for_data_that_are_not_images(cli, tmp_path):
     report, out = run(cli, tmp_path, "data.name=synthetic", "data.kwargs.shape=[12]",
                       "data.kwargs.num_samples=100")  # fmt: skip
@@ -100,6 +103,7 @@ def test_no_grid_for_data_that_are_not_images(cli, tmp_path):
     assert "channels" not in report["splits"]["train"]["inputs"]
 
 
+@pytest.mark.slow
 def test_grid_of_unlabelled_images(cli, tmp_path):
     mod = user_module(tmp_path, """
         import torch

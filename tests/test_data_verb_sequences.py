@@ -54,6 +54,7 @@ def run(cli, tmp_path, *args):
     return json.loads((tmp_path / "d.json").read_text()), out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("low,high", [(3, 40), (1, 5), (50, 300)])
 def test_token_lengths_and_the_padded_first_batch(cli, tmp_path, low, high):
     mod = user_module(tmp_path, TOKENS)
@@ -80,6 +81,7 @@ def test_token_lengths_and_the_padded_first_batch(cli, tmp_path, low, high):
     assert "lengths" in out and "min/median/max" in out
 
 
+@pytest.mark.slow
 def test_samples_that_do_not_collate_are_a_warning(cli, tmp_path):
     mod = user_module(tmp_path, TOKENS)
     report, out = run(cli, tmp_path, f"data.name={mod}:Reviews")
@@ -90,6 +92,7 @@ def test_samples_that_do_not_collate_are_a_warning(cli, tmp_path):
     assert "does not collate" in out
 
 
+@pytest.mark.slow
 def test_language_model_pairs_have_target_lengths_not_classes(cli, tmp_path):
     mod = user_module(tmp_path, TOKENS)
     report, _ = run(cli, tmp_path, f"data.name={mod}:LM", "data.val_fraction=0.2",
@@ -100,6 +103,7 @@ def test_language_model_pairs_have_target_lengths_not_classes(cli, tmp_path):
     assert train["inputs"]["lengths"] == train["targets"]["lengths"]
 
 
+@pytest.mark.slow
 def test_variable_length_float_signals(cli, tmp_path):
     mod = user_module(tmp_path, TOKENS)
     report, _ = run(cli, tmp_path, f"data.name={mod}:Audio", "data.val_fraction=0.5")

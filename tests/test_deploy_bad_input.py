@@ -34,6 +34,7 @@ def nothing_new(folder, before: set) -> None:
     assert {p.name for p in folder.iterdir()} == before
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", ["onnx", "torchscript"])
 def test_a_corrupt_checkpoint(cli, tmp_path, fmt):
     (tmp_path / "junk.pt").write_bytes(b"\x00garbage" * 50)
@@ -41,6 +42,7 @@ def test_a_corrupt_checkpoint(cli, tmp_path, fmt):
     nothing_new(tmp_path, {"junk.pt"})
 
 
+@pytest.mark.slow
 def test_a_foreign_checkpoint_without_a_run_config(cli, tmp_path):
     torch.save({"model": torch.nn.Linear(2, 3).state_dict()}, tmp_path / "plain.pt")
     one_line(*cli("export", "plain.pt", "--format", "torchscript"), "holds no trainwell run config")
@@ -48,12 +50,14 @@ def test_a_foreign_checkpoint_without_a_run_config(cli, tmp_path):
     nothing_new(tmp_path, {"plain.pt"})
 
 
+@pytest.mark.slow
 def test_weights_that_do_not_fit_the_model_the_config_builds(cli, tmp_path):
     cfg = to_dict(load_config(overrides=SMALL))
     torch.save({"model": {"w": torch.zeros(2)}, "config": cfg}, tmp_path / "other.pt")
     one_line(*cli("export", "other.pt", "--format", "torchscript"), "do not fit the model 'mlp'")
 
 
+@pytest.mark.slow
 def test_a_run_whose_model_code_no_longer_imports(cli, tmp_path, monkeypatch, capsys):
     (tmp_path / "old_net.py").write_text(
         "from trainwell.models import mlp\n\ndef net(input_shape, num_classes):\n"
@@ -69,6 +73,7 @@ def test_a_run_whose_model_code_no_longer_imports(cli, tmp_path, monkeypatch, ca
     assert not list((tmp_path / "r" / "checkpoints").glob("best.*[!t]"))  # only best.pt
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("array", "expected"),
     [
@@ -87,6 +92,7 @@ def test_an_input_of_the_wrong_shape_or_dtype(cli, tmp_path, run, array, expecte
     nothing_new(tmp_path, {"x.npy"})
 
 
+@pytest.mark.slow
 def test_an_input_that_is_not_an_npy_array(cli, tmp_path, run):
     (tmp_path / "x.npy").write_text("1,2,3\n")
     one_line(*cli("predict", str(run), "x.npy"), "INPUT x.npy is not a NumPy .npy file")
@@ -97,6 +103,7 @@ def test_an_input_that_is_not_an_npy_array(cli, tmp_path, run):
     one_line(*cli("predict", str(run), "missing.npy"), "INPUT missing.npy does not exist")
 
 
+@pytest.mark.slow
 def test_predict_argument_mistakes(cli, tmp_path, run):
     np.save(tmp_path / "x.npy", np.zeros((2, 8), dtype=np.float32))
     one_line(*cli("predict", str(run), "x.npy", "--split", "val"), "not both")
@@ -104,6 +111,7 @@ def test_predict_argument_mistakes(cli, tmp_path, run):
     one_line(*cli("predict", "nowhere"), "nowhere does not exist")
 
 
+@pytest.mark.slow
 def test_an_output_in_a_missing_folder(cli, tmp_path, run):
     one_line(*cli("export", str(run), "--format", "torchscript", "--out", "no/dir/m.pt"),
              "the folder no/dir does not exist")  # fmt: skip
@@ -112,6 +120,7 @@ def test_an_output_in_a_missing_folder(cli, tmp_path, run):
     nothing_new(tmp_path, set())
 
 
+@pytest.mark.slow
 def test_an_opset_that_is_not_one(cli, run):
     one_line(*cli("export", str(run), "--format", "onnx", "--opset", "3"), "--opset")
 

@@ -4,6 +4,7 @@ and 0 of 5 with oneDNN's deterministic mode, which the engine turns on."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 import trainwell
@@ -19,6 +20,7 @@ def test_a_run_turns_on_onednn_determinism(tmp_path):
     assert torch.backends.mkldnn.deterministic is True
 
 
+@pytest.mark.slow
 def test_bf16_runs_of_one_seed_are_identical(tmp_path):
     weights = []
     for name in ("a", "b"):

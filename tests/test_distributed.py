@@ -60,6 +60,7 @@ def reference(tmp_path_factory):
     return root / "ref"
 
 
+@pytest.mark.slow
 def test_two_processes_train_the_model_one_process_trains(reference, tmp_path):
     summary = read_summary(reference)
     assert summary["status"] == "completed" and summary["world_size"] == 2
@@ -103,6 +104,7 @@ RECORDER = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_shards_are_disjoint_cover_the_data_and_reshuffle(tmp_path):
     (tmp_path / "rec.py").write_text(RECORDER)
     proc = trainwell_cmd(
@@ -134,6 +136,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.slow
 def test_two_nodes_on_loopback_train_together(tmp_path):
     port = free_port()
     common = ["train", "--nproc", "1", "--nnodes", "2", "--master-addr", "127.0.0.1",
@@ -161,6 +164,7 @@ def test_two_nodes_on_loopback_train_together(tmp_path):
     assert summary["status"] == "completed" and summary["world_size"] == 2
 
 
+@pytest.mark.slow
 def test_a_crashed_worker_is_restarted_and_ends_where_the_clean_run_ends(reference, tmp_path):
     proc = trainwell_cmd(
         "train", "--nproc", "2", "--max-restarts", "1", *BASE, "train.grad_accum_steps=2",
@@ -179,6 +183,7 @@ def test_a_crashed_worker_is_restarted_and_ends_where_the_clean_run_ends(referen
     assert best["best"] == load_checkpoint(reference / "checkpoints" / "best.pt")["best"]
 
 
+@pytest.mark.slow
 def test_resume_a_two_process_run_from_a_mid_epoch_checkpoint(reference, tmp_path):
     ckpt = reference / "checkpoints" / "step-20.pt"  # epoch 1, 6 steps in
     state = load_checkpoint(ckpt)
@@ -190,6 +195,7 @@ def test_resume_a_two_process_run_from_a_mid_epoch_checkpoint(reference, tmp_pat
     assert all(torch.equal(ref[k], got[k]) for k in ref)
 
 
+@pytest.mark.slow
 def test_sigterm_stops_every_rank_at_one_step(tmp_path):
     args = ["train", "--nproc", "2", *BASE, "data.kwargs.num_samples=4096", "train.epochs=200",
             "checkpoint.every_steps=0", "run.dir=run"]  # fmt: skip
@@ -215,6 +221,7 @@ def test_sigterm_stops_every_rank_at_one_step(tmp_path):
     assert state["step"] == summary["steps"] and len(state["rng_per_rank"]) == 2
 
 
+@pytest.mark.slow
 def test_unused_parameters_are_named(tmp_path):
     (tmp_path / "unused.py").write_text(
         textwrap.dedent(
@@ -240,6 +247,7 @@ def test_unused_parameters_are_named(tmp_path):
     assert "dist.find_unused_parameters=true" in proc.stderr
 
 
+@pytest.mark.slow
 def test_global_batch_must_split_over_processes(tmp_path):
     proc = trainwell_cmd("train", "--nproc", "2", *BASE, "data.batch_size=33",
                          "run.dir=run", cwd=tmp_path)  # fmt: skip
@@ -247,6 +255,7 @@ def test_global_batch_must_split_over_processes(tmp_path):
     assert "does not split into 2 processes" in proc.stderr
 
 
+@pytest.mark.slow
 def test_sync_batchnorm_on_the_cpu_is_a_clear_error(tmp_path):
     # DDP accepts SyncBatchNorm in GPU modules only; say so instead of its traceback.
     proc = trainwell_cmd("train", "--nproc", "2", "train.max_steps=2", "train.epochs=1",
@@ -255,6 +264,7 @@ def test_sync_batchnorm_on_the_cpu_is_a_clear_error(tmp_path):
     assert "dist.sync_batchnorm needs CUDA devices" in proc.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA devices")
 def test_sync_batchnorm_on_two_gpus_matches_batchnorm_on_one(tmp_path):
     cnn = ["data.name=digits", "model.name=simple_cnn", "model.kwargs.dropout=0.0",

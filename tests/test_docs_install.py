@@ -11,6 +11,7 @@ import shlex
 import subprocess
 import sys
 
+import pytest
 import torch
 
 from tests.conftest import run_subprocess
@@ -21,6 +22,7 @@ PAGE = page("getting-started/install.md")
 BASH = [body for lang, body in blocks(PAGE) if lang == "bash"]
 
 
+@pytest.mark.slow
 def test_every_command_block_is_valid_bash():
     assert len(BASH) >= 6
     for body in BASH:
@@ -39,6 +41,7 @@ def test_the_wheel_indexes_are_the_ones_the_advice_knows():
     assert f"whl/{default}" in PAGE
 
 
+@pytest.mark.slow
 def test_trainwell_env_as_the_page_runs_it(tmp_path):
     (setup, env_line) = BASH[0].splitlines()
     assert setup == "bash scripts/setup.sh" and env_line == ".venv/bin/trainwell env"
@@ -47,6 +50,7 @@ def test_trainwell_env_as_the_page_runs_it(tmp_path):
     assert "cpu" in proc.stdout.lower()
 
 
+@pytest.mark.slow
 def test_the_build_check_prints_what_the_page_says_it_prints():
     (line,) = next(b for b in BASH if b.startswith("python -c")).splitlines()
     args = shlex.split(line)
@@ -58,6 +62,7 @@ def test_the_build_check_prints_what_the_page_says_it_prints():
     assert cuda == str(torch.version.cuda) and hip == str(torch.version.hip)
 
 
+@pytest.mark.slow
 def test_the_mps_command_is_one_line_where_there_is_no_mps(tmp_path, monkeypatch):
     (line,) = next(b for b in BASH if "PYTORCH_ENABLE_MPS_FALLBACK" in b).splitlines()
     assignment, *args = shlex.split(line)

@@ -15,6 +15,13 @@ from trainwell.cli import main
 
 CORPUS = Path(__file__).parent / "doctor_corpus"
 SCRIPTS = sorted(p for p in CORPUS.glob("*.py") if not p.name.startswith("_"))
+# The longer scripts are marked slow: the fast lane (-m "not slow") runs the others.
+SLOW_SCRIPTS = {
+    line.strip()
+    for line in (CORPUS / "_slow.txt").read_text().splitlines()
+    if line.strip() and not line.startswith("#")
+}
+CASES = [pytest.param(p, marks=pytest.mark.slow) if p.stem in SLOW_SCRIPTS else p for p in SCRIPTS]
 EXPECT = re.compile(r"#\s*expect(-related)?:\s*([a-z-]+)")
 # A script's own doctor options, e.g. ``# doctor-args: --max-steps 40`` (a run cut short).
 DOCTOR_ARGS = re.compile(r"^#\s*doctor-args:(.*)$", re.MULTILINE)
@@ -28,7 +35,12 @@ def expectations(script: Path) -> tuple[set[tuple[str, int]], set[tuple[str, int
     return found, related
 
 
-@pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.stem)
+def test_every_slow_script_is_in_the_corpus():
+    unknown = SLOW_SCRIPTS - {p.stem for p in SCRIPTS}
+    assert not unknown, f"tests/doctor_corpus/_slow.txt names no script: {unknown}"
+
+
+@pytest.mark.parametrize("script", CASES, ids=lambda p: p.stem)
 def test_corpus(script, tmp_path, capsys):
     out = tmp_path / "findings.json"
     options = [a for m in DOCTOR_ARGS.finditer(script.read_text()) for a in m.group(1).split()]
@@ -121,6 +133,7 @@ class Net(nn.Module):
 """
 
 
+@pytest.mark.slow
 def test_the_engine_runs_the_doctor_and_writes_doctor_json(cli, tmp_path):
     from tests.conftest import SYNTHETIC
 
@@ -214,6 +227,7 @@ def test_allocator_fragmentation_from_sampled_memory():
     assert "expandable_segments:True" in doc.findings[0].fix
 
 
+@pytest.mark.slow
 def test_the_readme_examples_report_what_the_readme_shows(tmp_path):
     examples = Path(__file__).resolve().parents[1] / "examples"
     for name, expected in [

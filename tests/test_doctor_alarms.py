@@ -24,6 +24,7 @@ def loud(findings: list[dict]) -> list[tuple[str, int]]:
     return [(f["code"], f["line"]) for f in findings if f["severity"] in ("warning", "error")]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("script", "steps"), [
     ("ok_reinforce_cartpole_del_slice.py", 12), ("ok_reinforce_cartpole_del_slice.py", 60),
     ("ok_reinforce_cartpole_clear.py", 9), ("ok_reinforce_rebind_per_episode.py", 17),
@@ -36,12 +37,14 @@ def test_episode_buffers_emptied_each_episode_are_no_leak_wherever_the_run_is_cu
     assert r["steps"] == steps and loud(r["findings"]) == []
 
 
+@pytest.mark.slow
 def test_a_list_that_never_empties_is_still_a_leak_when_cut_early(tmp_path):
     r = report(tmp_path, "leak_reinforce_loss_history.py", "--max-steps", "12")
     [finding] = [f for f in r["findings"] if f["severity"] == "error"]
     assert finding["code"] == "graph-retained" and "`loss_history`" in finding["message"]
 
 
+@pytest.mark.slow
 def test_the_sampler_finding_names_the_training_loader_and_its_sampler(tmp_path):
     r = report(tmp_path, "sampler_helper_loop_set_epoch_on_val.py")
     [finding] = r["findings"]
@@ -50,6 +53,7 @@ def test_the_sampler_finding_names_the_training_loader_and_its_sampler(tmp_path)
     assert finding["evidence"]["loader"] == "train_loader"
 
 
+@pytest.mark.slow
 def test_generation_after_training_is_noted_as_info(tmp_path):
     r = report(tmp_path, "ok_generate_once_small_gpt.py")
     [finding] = r["findings"]

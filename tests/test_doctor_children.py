@@ -106,6 +106,7 @@ def _bad(report: dict) -> set[tuple[str, int]]:
             if f["severity"] in ("warning", "error")}  # fmt: skip
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", ["fork", "spawn", "forkserver"])
 def test_hogwild_children_keeping_their_losses_are_found(tmp_path, method):
     code, stderr, report = _doctor(tmp_path, HOGWILD, method)
@@ -117,6 +118,7 @@ def test_hogwild_children_keeping_their_losses_are_found(tmp_path, method):
     assert "2 child process(es), watched" in stderr and "error[graph-retained]" in stderr
 
 
+@pytest.mark.slow
 def test_hogwild_children_without_zero_grad_forked_and_their_correct_twin(tmp_path):
     buggy = HOGWILD.replace("opt.zero_grad()  # zero", "pass").replace(
         "history.append(loss)  # keep", "history.append(loss.item())"
@@ -130,6 +132,7 @@ def test_hogwild_children_without_zero_grad_forked_and_their_correct_twin(tmp_pa
     assert report["steps"] == 30
 
 
+@pytest.mark.slow
 def test_a_ddp_trainer_launched_by_mp_spawn_is_watched_and_its_twin_is_clean(tmp_path):
     buggy = DDP_SPAWN.replace("optimizer.zero_grad()  # zero", "pass")
     code, stderr, report = _doctor(tmp_path, buggy)
@@ -144,6 +147,7 @@ def test_a_ddp_trainer_launched_by_mp_spawn_is_watched_and_its_twin_is_clean(tmp
     assert report["steps"] == 24
 
 
+@pytest.mark.slow
 def test_a_crash_in_an_mp_spawn_child_is_explained_there_once(tmp_path):
     source = """
     import torch
@@ -170,6 +174,7 @@ def test_a_crash_in_an_mp_spawn_child_is_explained_there_once(tmp_path):
     assert _bad(report) == {("label-out-of-range", _line(source, "1-based labels"))}, stderr
 
 
+@pytest.mark.slow
 def test_a_child_that_never_reports_is_said_to_be_unwatched(tmp_path):
     source = """
     import os

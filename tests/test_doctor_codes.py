@@ -333,6 +333,7 @@ def page_examples() -> list[tuple[str, int]]:
 NOT_RUN = {("dataloader-worker-died", 0)}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("code, index", [e for e in page_examples() if e not in NOT_RUN])
 def test_each_docs_page_example_reports_what_it_says(code, index, tmp_path, monkeypatch, capsys):
     """Every python block of a code's page, run as written under ``trainwell doctor``,

@@ -36,11 +36,13 @@ def bottlenecks(script: str, tmp_path: Path) -> list[dict]:
     return [f for f in json.loads(out.read_text())["findings"] if f["code"] == "data-bottleneck"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("script", TINY)
 def test_a_tiny_loop_beside_busy_processes_is_no_bottleneck(script, tmp_path, busy_machine):
     assert bottlenecks(script, tmp_path) == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("script", REAL)
 def test_a_real_bottleneck_beside_busy_processes_is_still_found(script, tmp_path, busy_machine):
     found = bottlenecks(script, tmp_path)
@@ -50,6 +52,7 @@ def test_a_real_bottleneck_beside_busy_processes_is_still_found(script, tmp_path
     assert 30 < found[0]["evidence"]["wait_ms"] < 120
 
 
+@pytest.mark.slow
 def test_the_queued_time_grows_while_another_process_holds_the_cpu(busy_machine):
     if not Path("/proc/thread-self/schedstat").exists():
         pytest.skip("the system does not count queued time")

@@ -45,6 +45,7 @@ def _rows(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(f))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("steps,floats", [(12, 2**18), (25, 2**16)])
 def test_memory_series_rows_plot_and_the_cpu_note(tmp_path, capsys, steps, floats):
     script = tmp_path / "train.py"
@@ -67,6 +68,7 @@ def test_memory_series_rows_plot_and_the_cpu_note(tmp_path, capsys, steps, float
     assert f"memory: {steps} steps sampled" in err and "CPU run" in err
 
 
+@pytest.mark.slow
 def test_memory_files_go_next_to_json_and_out_alone_is_refused(tmp_path, capsys):
     script = tmp_path / "train.py"
     script.write_text(GROWING.format(steps=3, floats=16))
@@ -118,6 +120,7 @@ def test_live_tensor_bytes_count_a_shared_storage_once():
     del views, extra
 
 
+@pytest.mark.slow
 def test_profile_prints_the_operator_table_and_writes_the_trace(tmp_path, capsys):
     script = tmp_path / "train.py"
     script.write_text(GROWING.format(steps=10, floats=16))
@@ -134,6 +137,7 @@ def test_profile_prints_the_operator_table_and_writes_the_trace(tmp_path, capsys
     assert "nothing recorded: training ended after 2 steps" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "name,holder,kind",
     [("crash_oom_outputs_kept_in_list", "all_features", "a list"),

@@ -42,6 +42,7 @@ SEQUENTIAL_NAN = """
 """
 
 
+@pytest.mark.slow
 def test_a_module_of_a_sequential_is_named_by_its_index_on_the_models_name(tmp_path):
     findings, _ = run_doctor(tmp_path, SEQUENTIAL_NAN)
     (finding,) = [f for f in findings if f["code"] == "nonfinite-loss"]
@@ -85,6 +86,7 @@ UNUSED_ATTENTION = """
 """
 
 
+@pytest.mark.slow
 def test_a_nested_library_module_is_named_by_its_attribute_path(tmp_path):
     findings, _ = run_doctor(tmp_path, UNUSED_ATTENTION)
     (finding,) = [f for f in findings if f["code"] == "param-without-grad"]
@@ -106,6 +108,7 @@ MISSING_FROM_OPTIMIZER = """
 """
 
 
+@pytest.mark.slow
 def test_parameters_left_out_are_named_on_the_models_variable(tmp_path):
     findings, _ = run_doctor(tmp_path, MISSING_FROM_OPTIMIZER)
     (finding,) = [f for f in findings if f["code"] == "param-not-in-optimizer"]
@@ -140,6 +143,7 @@ BROADCAST_WARNING = """
 """
 
 
+@pytest.mark.slow
 def test_a_warning_torch_raises_in_a_wrapped_call_points_at_the_users_line(tmp_path):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -154,6 +158,7 @@ def test_a_warning_torch_raises_in_a_wrapped_call_points_at_the_users_line(tmp_p
     assert warnings.showwarning.__module__ == "warnings"  # the relay is gone
 
 
+@pytest.mark.slow
 def test_cross_entropy_on_one_output_says_the_loss_gives_no_gradient(tmp_path):
     findings, script = run_doctor(tmp_path, """
         import torch
@@ -189,6 +194,7 @@ def test_the_inplace_message_is_read_in_either_torch_spelling(node):
 CORPUS = __import__("pathlib").Path(__file__).parent / "doctor_corpus"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("script", "statement"),
     [
@@ -212,6 +218,7 @@ def test_the_detach_fix_of_a_carried_state_runs_on_its_structure(tmp_path, scrip
         assert ".detach() (truncated" not in finding["fix"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("script", "names", "fix"),
     [
@@ -242,6 +249,7 @@ def test_missing_zero_grad_names_the_optimizer_and_the_model_that_pile_up(
     assert fix in finding["fix"], finding["fix"]
 
 
+@pytest.mark.slow
 def test_missing_zero_grad_without_any_zero_grad_names_the_optimizer(tmp_path):
     findings, script = run_doctor(tmp_path, """
         import torch
@@ -261,6 +269,7 @@ def test_missing_zero_grad_without_any_zero_grad_names_the_optimizer(tmp_path):
     assert "call sgd.zero_grad() once per step" in finding["fix"]
 
 
+@pytest.mark.slow
 def test_a_nan_that_crashes_before_the_loss_is_traced_to_its_operation(tmp_path):
     out = tmp_path / "f.json"
     assert main(["doctor", "--json", str(out), str(CORPUS / "crash_nan_vae_sqrt_log_var.py")]) == 1
@@ -271,6 +280,7 @@ def test_a_nan_that_crashes_before_the_loss_is_traced_to_its_operation(tmp_path)
     assert "exp(0.5 * log_var)" in finding["fix"]
 
 
+@pytest.mark.slow
 def test_a_nan_crash_with_finite_values_only_is_not_blamed_on_nan(tmp_path):
     # probabilities above 1 (no NaN anywhere): the range check is a plain bug, not a NaN
     findings, _ = run_doctor(tmp_path, """
@@ -284,6 +294,7 @@ def test_a_nan_crash_with_finite_values_only_is_not_blamed_on_nan(tmp_path):
     assert not [f for f in findings if f["code"].startswith("nonfinite")]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("script", "said"),
     [

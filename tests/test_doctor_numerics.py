@@ -115,6 +115,7 @@ def test_nonfinite_grad_is_not_reported_under_a_grad_scaler():
     assert [f.code for f in doc.findings] == []
 
 
+@pytest.mark.slow
 def test_overfit_check_passes_on_random_labels_and_fails_when_nothing_can_learn(
     tmp_path, capsys
 ):
@@ -145,6 +146,7 @@ def test_overfit_check_passes_on_random_labels_and_fails_when_nothing_can_learn(
     assert "overfit check: FAILED" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_overfit_check_without_a_dataloader_says_it_has_no_verdict(tmp_path, capsys):
     script = tmp_path / "s.py"
     script.write_text("print('no training here')\n")
@@ -152,6 +154,7 @@ def test_overfit_check_without_a_dataloader_says_it_has_no_verdict(tmp_path, cap
     assert "overfit check: no verdict" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("precision", ["fp32", "bf16", "fp16"])
 def test_the_engine_is_silent_with_every_probe_on(cli, tmp_path, precision):
     from tests.conftest import SYNTHETIC
@@ -163,6 +166,7 @@ def test_the_engine_is_silent_with_every_probe_on(cli, tmp_path, precision):
     assert report["findings"] == [] and report["errors"] == []
 
 
+@pytest.mark.slow
 def test_a_bad_label_in_a_batch_the_sampled_check_skips_is_explained_at_the_crash(
     tmp_path, capsys
 ):
@@ -188,6 +192,7 @@ def test_a_bad_label_in_a_batch_the_sampled_check_skips_is_explained_at_the_cras
     assert "Target 3 is out of bounds" in findings[0]["message"]
 
 
+@pytest.mark.slow
 def test_the_nan_replay_does_not_change_what_the_script_prints(capsys):
     """A model drawing from Python's RNG (layerdrop): the replay puts every RNG back."""
     import runpy

@@ -50,6 +50,7 @@ def overfit(tmp_path, capsys, *args):
     return json.loads(out.read_text())["overfit"], capsys.readouterr().err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("steps", [8, 30, 58])
 def test_a_correct_script_too_short_to_judge_gets_no_verdict_and_the_steps_it_needs(
     tmp_path, capsys, steps
@@ -61,6 +62,7 @@ def test_a_correct_script_too_short_to_judge_gets_no_verdict_and_the_steps_it_ne
     assert f"needs about {verdict['steps_needed']} steps" in err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("steps", "lr"), [(120, 3e-3), (300, 1e-3)])
 def test_a_correct_script_long_enough_passes(tmp_path, capsys, steps, lr):
     verdict, err = overfit(tmp_path, capsys, steps, lr, "ok")
@@ -68,6 +70,7 @@ def test_a_correct_script_long_enough_passes(tmp_path, capsys, steps, lr):
     assert "overfit check: PASSED" in err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("steps", "lr", "mode"), [
     (58, 0.0, "ok"), (58, 3e-3, "shuffled"), (200, 3e-3, "shuffled"), (58, 3e-3, "frozen"),
     (200, 3e-3, "frozen"),

@@ -168,6 +168,7 @@ def _codes(report: dict) -> set[tuple[str, int]]:
     return {(f["code"], f["line"]) for f in report.get("findings", [])}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_a_leak_loop_that_never_ends_is_reported_when_stopped(tmp_path, sig):
     code, stderr, report, _ = _run_and_signal(tmp_path, LEAK_FOREVER, sig)
@@ -181,6 +182,7 @@ def test_a_leak_loop_that_never_ends_is_reported_when_stopped(tmp_path, sig):
     assert "error[graph-retained]" in stderr and f"train.py:{line}" in stderr
 
 
+@pytest.mark.slow
 def test_a_script_stuck_in_sleep_after_training_is_reported(tmp_path):
     code, stderr, report, _ = _run_and_signal(tmp_path, NO_ZERO_GRAD_THEN_SLEEP, signal.SIGINT)
     assert code == 130, stderr
@@ -190,6 +192,7 @@ def test_a_script_stuck_in_sleep_after_training_is_reported(tmp_path):
     assert f"train.py:{_line(NO_ZERO_GRAD_THEN_SLEEP, 'time.sleep(1000)')}" in stderr
 
 
+@pytest.mark.slow
 def test_a_script_that_catches_keyboard_interrupt_keeps_its_handler(tmp_path):
     code, stderr, report, stdout = _run_and_signal(
         tmp_path, CATCHES_KEYBOARD_INTERRUPT, signal.SIGINT
@@ -200,6 +203,7 @@ def test_a_script_that_catches_keyboard_interrupt_keeps_its_handler(tmp_path):
     assert ("graph-retained", _line(CATCHES_KEYBOARD_INTERRUPT, "kept.append")) in _codes(report)
 
 
+@pytest.mark.slow
 def test_a_script_stuck_in_a_dataloader_wait_is_reported(tmp_path):
     code, stderr, report, _ = _run_and_signal(tmp_path, LOADER_HANG, signal.SIGTERM)
     assert code == 143, stderr
@@ -240,6 +244,7 @@ if __name__ == "__main__":
 )
 
 
+@pytest.mark.slow
 def test_ctrl_c_to_the_group_stops_forked_trainers_and_merges_their_findings(tmp_path):
     code, stderr, report, _ = _run_and_signal(tmp_path, CHILDREN_FOREVER, signal.SIGINT,
                                               group=True)  # fmt: skip

@@ -28,6 +28,7 @@ def table_rows(out: str) -> dict[str, list[str]]:
     return rows
 
 
+@pytest.mark.slow
 def test_default_dry_run_prints_the_data_line_and_the_table(cli):
     code, out, err = cli("train", "--dry-run", "train.precision=fp32")
     assert code == 0, err
@@ -91,6 +92,7 @@ SYNTH = ["data.name=synthetic", "data.kwargs.num_samples=200", "data.kwargs.shap
          "data.kwargs.num_classes=4", "data.batch_size=20", "train.precision=fp32"]  # fmt: skip
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("depth,frozen", [(5, 2), (3, 0), (4, 4)])
 def test_identical_blocks_fold_and_frozen_ones_say_so(cli, tmp_path, depth, frozen):
     mod = user_module(tmp_path, MODELS)
@@ -113,6 +115,7 @@ def test_identical_blocks_fold_and_frozen_ones_say_so(cli, tmp_path, depth, froz
     assert rows["head"] == ["Linear", "(20, 4) float32", "68", "trainable"]
 
 
+@pytest.mark.slow
 def test_a_wrapper_shows_the_network_inside(cli, tmp_path):
     mod = user_module(tmp_path, MODELS)
     code, out, err = cli("train", "--dry-run", *SYNTH, f"model.name={mod}:Wrapped")
@@ -120,6 +123,7 @@ def test_a_wrapper_shows_the_network_inside(cli, tmp_path):
     assert list(table_rows(out)) == ["net.0", "net.1", "net.2"]
 
 
+@pytest.mark.slow
 def test_the_data_line_carries_the_first_warning(cli, tmp_path):
     mod = user_module(tmp_path, IMBALANCED)
     code, out, err = cli("train", "--dry-run", f"data.name={mod}:tensors", "data.kwargs.share=0.9",

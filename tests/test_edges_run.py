@@ -41,6 +41,7 @@ def files_of(run: Path) -> dict[str, bytes]:
     return {str(p.relative_to(run)): p.read_bytes() for p in sorted(run.rglob("*")) if p.is_file()}
 
 
+@pytest.mark.slow
 def test_a_checkpoint_at_the_last_step_resumes_to_the_same_end(tmp_path):
     args = ["train.max_steps=12", "checkpoint.every_steps=12", "train.epochs=3"]
     fit(tmp_path / "ref", *args)
@@ -63,6 +64,7 @@ def test_a_checkpoint_at_the_last_step_resumes_to_the_same_end(tmp_path):
     assert again.metrics == read_summary(ref)["final"]
 
 
+@pytest.mark.slow
 def test_a_foreign_checkpoint_never_overwrites_a_completed_run(tmp_path):
     fit(tmp_path / "a", "train.epochs=1", "checkpoint.every_steps=5")
     fit(tmp_path / "b", "train.epochs=1")
@@ -75,6 +77,7 @@ def test_a_foreign_checkpoint_never_overwrites_a_completed_run(tmp_path):
     assert read_summary(tmp_path / "c")["status"] == "completed"
 
 
+@pytest.mark.slow
 def test_a_run_directory_is_held_by_one_process(tmp_path):
     lock = RunLock.acquire(tmp_path / "run")
     try:
@@ -118,6 +121,7 @@ def test_a_second_process_is_refused_and_a_killed_holder_frees_the_run(tmp_path)
         first.kill()
 
 
+@pytest.mark.slow
 def test_a_torn_last_pt_resumes_from_best_pt_not_from_scratch(tmp_path):
     full = fit(tmp_path / "full", "train.epochs=2")
     run = tmp_path / "run"
@@ -137,6 +141,7 @@ def test_a_torn_last_pt_resumes_from_best_pt_not_from_scratch(tmp_path):
     assert len(best_before) > 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "craft, match",
     [
@@ -162,6 +167,7 @@ def test_crafted_checkpoints_are_refused_with_one_line(tmp_path, cli, craft, mat
     assert not summary.exists() or read_summary(tmp_path / "new")["status"] != "running"
 
 
+@pytest.mark.slow
 def test_a_full_disk_during_a_checkpoint_is_one_line_and_leaves_nothing(tmp_path, monkeypatch):
     def full(self, data):
         raise OSError(errno.ENOSPC, "No space left on device")
@@ -174,6 +180,7 @@ def test_a_full_disk_during_a_checkpoint_is_one_line_and_leaves_nothing(tmp_path
     assert read_summary(tmp_path / "run")["status"] == "failed"
 
 
+@pytest.mark.slow
 def test_a_disk_gone_read_only_still_gets_a_failed_summary(tmp_path, monkeypatch):
     real_open = open
 
@@ -208,6 +215,7 @@ class SignalOnRead(Dataset):
         return self.x[i], self.y[i]
 
 
+@pytest.mark.slow
 def test_a_sigterm_during_the_test_ends_interrupted_and_resumes(tmp_path):
     train = TensorDataset(torch.randn(128, 8), torch.randint(0, 4, (128,)))
     kw = dict(model=nn.Linear(8, 4), train_data=train, val_data=train)
@@ -219,6 +227,7 @@ def test_a_sigterm_during_the_test_ends_interrupted_and_resumes(tmp_path):
     assert read_summary(tmp_path / "run")["status"] == "completed" and "test/loss" in again.metrics
 
 
+@pytest.mark.slow
 def test_a_ctrl_c_during_start_up_is_one_line_and_writes_nothing(tmp_path, cli, monkeypatch):
     import tests.tasks_code as code
 
@@ -231,6 +240,7 @@ def test_a_ctrl_c_during_start_up_is_one_line_and_writes_nothing(tmp_path, cli, 
     assert not (tmp_path / "run" / "summary.json").exists()
 
 
+@pytest.mark.slow
 def test_a_killed_ddp_worker_leaves_a_failed_summary_and_a_full_resume_command(
     tmp_path, monkeypatch
 ):
@@ -250,6 +260,7 @@ def test_a_killed_ddp_worker_leaves_a_failed_summary_and_a_full_resume_command(
     assert command.endswith(f"run.dir={tmp_path} --resume auto")
 
 
+@pytest.mark.slow
 def test_a_loss_that_stays_nan_fails_the_run(tmp_path, cli):
     x = torch.full((64, 8), float("nan"))
     y = torch.randint(0, 4, (64,))
@@ -261,6 +272,7 @@ def test_a_loss_that_stays_nan_fails_the_run(tmp_path, cli):
     assert summary["steps"] == 2  # stopped at the first epoch's end, not after three
 
 
+@pytest.mark.slow
 def test_label_types_are_checked_and_narrow_ints_widened(tmp_path):
     x = torch.randn(64, 8)
     y = torch.randint(0, 4, (64,))

@@ -85,6 +85,7 @@ def refused(result, tmp_path, *expected: str) -> None:
 BASE = ["data.batch_size=8", "train.epochs=1", "run.dir=run"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("model", "said"), [
     ("no_params", "Sequential has no parameters"),
     ("identity", "Identity has no parameters"),
@@ -95,6 +96,7 @@ def test_a_model_with_nothing_to_train(cli, tmp_path, user, model, said):
             tmp_path, "model: ", said, "nothing to train")  # fmt: skip
 
 
+@pytest.mark.slow
 def test_a_model_without_parameters_from_python(tmp_path, monkeypatch):
     from torch.utils.data import TensorDataset
 
@@ -109,6 +111,7 @@ def test_a_model_without_parameters_from_python(tmp_path, monkeypatch):
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("data", ["seq", "images", "tokens"])
 def test_variable_length_samples_without_a_collate(cli, tmp_path, user, data):
     model = ["model.name=mlp"] if data != "tokens" else ["model.name=mlp"]
@@ -116,12 +119,14 @@ def test_variable_length_samples_without_a_collate(cli, tmp_path, user, data):
             "data.collate", "differ in shape", "pad")  # fmt: skip
 
 
+@pytest.mark.slow
 def test_variable_length_samples_with_a_collate_train(cli, tmp_path, user):
     code, _, err = cli("train", f"data.name={user}:seq", f"data.collate={user}:pad",
                        "model.name=mlp", "model.kwargs.input_shape=[8]", *BASE)  # fmt: skip
     assert code == 0, err[-2000:]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("loss", ["mse", "l1", "smooth_l1", "bce_with_logits"])
 @pytest.mark.parametrize("data", ["classes", "int8_classes"])
 def test_a_value_loss_on_class_targets_is_caught_before_training(cli, tmp_path, user, loss,
@@ -130,6 +135,7 @@ def test_a_value_loss_on_class_targets_is_caught_before_training(cli, tmp_path, 
                 *BASE), tmp_path, "train.loss:", "class indices", "cross_entropy")  # fmt: skip
 
 
+@pytest.mark.slow
 def test_mse_on_float_targets_still_trains(cli, tmp_path, user):
     (tmp_path / "reg.py").write_text(
         "import torch\nfrom torch.utils.data import TensorDataset\n"

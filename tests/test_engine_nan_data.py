@@ -91,6 +91,7 @@ def _nonfinite_input(findings: list[dict]) -> dict:
     return found[0]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_one_fault_named_by_the_doctor_and_by_the_engine(cli, tmp_path, case):
     kwargs, batch = CASES[case]
@@ -120,6 +121,7 @@ def test_one_fault_named_by_the_doctor_and_by_the_engine(cli, tmp_path, case):
     assert "nonfinite-input" in summary["error"]
 
 
+@pytest.mark.slow
 def test_a_diverging_lr_on_clean_data_still_points_at_the_lr(cli, tmp_path):
     """The message changes only when the data is at fault: clean data and an lr of 10."""
     (tmp_path / "cleandata.py").write_text(DATA)
@@ -132,6 +134,7 @@ def test_a_diverging_lr_on_clean_data_still_points_at_the_lr(cli, tmp_path):
     assert "lower optim.lr" in err and "the data holds" not in err, err
 
 
+@pytest.mark.slow
 def test_fit_from_python_names_the_data_too(tmp_path, monkeypatch):
     """``trainwell.fit(train_data=...)`` with NaN in the data: the same finding."""
     import torch
@@ -152,6 +155,7 @@ def test_fit_from_python_names_the_data_too(tmp_path, monkeypatch):
     _nonfinite_input(_findings(tmp_path / "run"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", ["nan_inputs", "nan_in_regression_targets"])
 def test_the_cli_as_a_real_process_names_the_data(tmp_path, case):
     """As a user runs it: no test frame on the stack, the engine's loop alone."""

@@ -364,6 +364,7 @@ def test_missing_nvidia_smi_gives_no_driver(monkeypatch):
     assert info["driver"] is None
 
 
+@pytest.mark.slow
 def test_nvidia_smi_output_is_parsed(monkeypatch):
     calls = []
 

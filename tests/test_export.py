@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import torch
 from safetensors.torch import load_file, safe_open
 
@@ -37,6 +38,7 @@ def test_export_run_dir_to_safetensors(cli, tmp_path):
     assert meta["source"] == "best.pt" and json.loads(meta["config"])["model"]["name"] == "mlp"
 
 
+@pytest.mark.slow
 def test_export_a_checkpoint_with_tied_weights(cli, tmp_path):
     shared = torch.randn(3, 3)
     torch.save({"model": {"a": shared, "b": shared, "c": shared.t()}, "step": 3}, tmp_path / "t.pt")
@@ -46,6 +48,7 @@ def test_export_a_checkpoint_with_tied_weights(cli, tmp_path):
     assert torch.equal(loaded["c"], shared.t())
 
 
+@pytest.mark.slow
 def test_export_bad_sources(cli, tmp_path):
     (tmp_path / "empty_run").mkdir()
     code, _, err = cli("export", "empty_run")

@@ -130,6 +130,7 @@ def parity_rows(out: str) -> dict[int, str]:
     return {int(head.split()[-1]): rest for head, rest in rows}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", GOOD)
 def test_onnx_export_passes_the_checker_and_matches_pytorch(runs, onnx_cli, name):
     result = onnx_cli[name]
@@ -145,6 +146,7 @@ def test_onnx_export_passes_the_checker_and_matches_pytorch(runs, onnx_cli, name
     assert json.loads(proto.metadata_props[0].value)["inputs"][0]["name"] == INPUT_NAMES[name][0]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", GOOD)
 def test_onnx_runtime_agrees_at_a_batch_size_the_export_never_saw(runs, onnx_cli, name):
     import onnxruntime as ort
@@ -161,6 +163,7 @@ def test_onnx_runtime_agrees_at_a_batch_size_the_export_never_saw(runs, onnx_cli
     np.testing.assert_allclose(got, want.numpy(), atol=1e-4, rtol=1e-3)
 
 
+@pytest.mark.slow
 def test_onnx_opset_is_the_one_asked_for(runs, onnx_cli):
     assert onnx_cli["mlp"]["code"] == 0, onnx_cli["mlp"]["err"]
     proto = onnx.load(str(runs / "mlp.onnx"))
@@ -168,11 +171,13 @@ def test_onnx_opset_is_the_one_asked_for(runs, onnx_cli):
     assert "opset 17" in onnx_cli["mlp"]["out"]
 
 
+@pytest.mark.slow
 def test_python_api_to_onnx_checks_batch_1_and_odd_sizes(runs, onnx_cli):
     assert onnx_cli["api"]["code"] == [1, 4, 7, 32]
     assert (runs / "api.onnx").is_file()
 
 
+@pytest.mark.slow
 def test_onnx_that_disagrees_with_the_model_exits_1_and_writes_nothing(runs, onnx_cli):
     # torch.export refuses the data-dependent branch; the fallback exporter traces one.
     result = onnx_cli["branchy"]
@@ -182,6 +187,7 @@ def test_onnx_that_disagrees_with_the_model_exits_1_and_writes_nothing(runs, onn
     assert not [p for p in runs.iterdir() if p.name.startswith(".")]
 
 
+@pytest.mark.slow
 def test_an_unsupported_operator_is_one_line_naming_it(runs, onnx_cli):
     result = onnx_cli["eigen"]
     assert result["code"] == 2 and result["out"] == ""
@@ -190,6 +196,7 @@ def test_an_unsupported_operator_is_one_line_naming_it(runs, onnx_cli):
     assert not list((runs / "eigen" / "checkpoints").glob("*.onnx"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", GOOD)
 def test_torchscript_export_matches_pytorch_and_records_its_example(cli, runs, name):
     out_path = runs / f"{name}.torchscript"
@@ -210,6 +217,7 @@ def test_torchscript_export_matches_pytorch_and_records_its_example(cli, runs, n
         torch.testing.assert_close(module(*inputs.values()), loaded.model(*inputs.values()))
 
 
+@pytest.mark.slow
 def test_a_trace_that_freezes_the_batch_size_fails_parity(cli, runs):
     code, out, err = cli("export", str(runs / "frozen"), "--format", "torchscript")
     assert code == 1, err
@@ -218,6 +226,7 @@ def test_a_trace_that_freezes_the_batch_size_fails_parity(cli, runs):
     assert not list((runs / "frozen" / "checkpoints").glob("*.torchscript"))
 
 
+@pytest.mark.slow
 def test_a_trace_that_keeps_one_branch_of_data_dependent_code_fails_parity(cli, runs):
     code, out, err = cli("export", str(runs / "branchy"), "--format", "torchscript")
     assert code == 1 and "nothing was written" in err
@@ -226,6 +235,7 @@ def test_a_trace_that_keeps_one_branch_of_data_dependent_code_fails_parity(cli, 
     assert "note: tracer: Converting a tensor to a Python boolean" in out
 
 
+@pytest.mark.slow
 def test_torchscript_by_script_when_asked(cli, runs):
     code, out, err = cli("export", str(runs / "mlp"), "--format", "torchscript", "--script",
                          "--out", str(runs / "scripted.torchscript"))  # fmt: skip
@@ -233,6 +243,7 @@ def test_torchscript_by_script_when_asked(cli, runs):
     assert "torch.jit.script" in out and "FAILED" not in out
 
 
+@pytest.mark.slow
 def test_safetensors_export_compares_a_rebuilt_model_too(cli, runs):
     code, out, err = cli("export", str(runs / "cnn"), "--format", "safetensors",
                          "--out", str(runs / "cnn.safetensors"))  # fmt: skip
@@ -242,6 +253,7 @@ def test_safetensors_export_compares_a_rebuilt_model_too(cli, runs):
     assert "read back and identical" in out
 
 
+@pytest.mark.slow
 def test_a_missing_onnx_extra_is_one_line_naming_it(cli, runs, monkeypatch):
     monkeypatch.setitem(sys.modules, "onnxruntime", None)  # import fails as if missing
     code, out, err = cli("export", str(runs / "cnn"), "--format", "onnx",

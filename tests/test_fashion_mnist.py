@@ -398,6 +398,7 @@ def test_val_fraction_empties_a_class(tmp_path, fraction, side):
 # --- through the engine -------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_train_on_fashion_mnist_files_end_to_end(tmp_path, cli):
     write_fashion(tmp_path / "fm", gz=True, n_train=200, n_test=40)
     code, out, err = cli(

@@ -50,6 +50,7 @@ class UnfreezeThenStop:
 '''
 
 
+@pytest.mark.slow
 def test_sigterm_after_an_unfreeze_then_resume_auto_matches_the_uninterrupted_run(
     tmp_path, monkeypatch
 ):
@@ -98,6 +99,7 @@ for epoch in range(4):
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("params", "found"),
     [("[p for p in model.parameters() if p.requires_grad]", True),

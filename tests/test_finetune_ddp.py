@@ -65,6 +65,7 @@ def last(run: Path) -> dict[str, torch.Tensor]:
     return load_checkpoint(run / "checkpoints" / "last.pt")["model"]
 
 
+@pytest.mark.slow
 def test_a_backbone_unfrozen_under_ddp_trains_as_on_one_process_and_resumes(tmp_path):
     (tmp_path / "ftmod.py").write_text(MODULE)
     one = train(tmp_path, "one")
@@ -117,6 +118,7 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_fsdp_takes_an_optimizer_factory_and_refuses_an_instance_in_one_line(tmp_path):
     (tmp_path / "fsdp_fit.py").write_text(SCRIPT)
 

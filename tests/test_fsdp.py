@@ -80,6 +80,7 @@ def reference(tmp_path_factory) -> Path:
     return root / "ref"
 
 
+@pytest.mark.slow
 def test_fsdp_trains_like_one_process_and_writes_sharded_folders(reference, tmp_path):
     single = train(tmp_path, *BASE, f"run.dir={tmp_path / 'one'}")
     assert single.returncode == 0, single.stderr[-2000:]
@@ -100,6 +101,7 @@ def test_fsdp_trains_like_one_process_and_writes_sharded_folders(reference, tmp_
     assert '"findings": []' in doctor
 
 
+@pytest.mark.slow
 def test_sigkill_during_training_then_resume_is_bit_identical(reference, tmp_path):
     run_dir = tmp_path / "killed"
     args = command("train", "--nproc", "2", *FSDP, f"run.dir={run_dir}")
@@ -131,6 +133,7 @@ def test_sigkill_during_training_then_resume_is_bit_identical(reference, tmp_pat
     assert diff < 1e-4, f"resumed 2 -> 1: {diff:.2e} from the uninterrupted run"
 
 
+@pytest.mark.slow
 def test_sigkill_in_a_sharded_write_restarts_from_the_last_committed(reference, tmp_path):
     run_dir = tmp_path / "torn"
     env = environment(TRAINWELL_TEST_CRASH_IN_SAVE="step-20")
@@ -145,6 +148,7 @@ def test_sigkill_in_a_sharded_write_restarts_from_the_last_committed(reference, 
     assert not list((run_dir / "checkpoints").glob(".*.tmp"))
 
 
+@pytest.mark.slow
 def test_one_process_run_resumes_on_two(reference, tmp_path):
     run_dir = tmp_path / "grow"
     crashed = train(tmp_path, *FSDP, f"run.dir={run_dir}", crash_at.override(12))
@@ -160,6 +164,7 @@ def test_one_process_run_resumes_on_two(reference, tmp_path):
     assert abs(read_summary(run_dir)["final"]["train/loss"] - ref_loss) < 1e-4
 
 
+@pytest.mark.slow
 def test_fsdp_options_bf16_accumulation_named_blocks_offload(tmp_path):
     args = [*FSDP, "train.precision=bf16", "train.grad_accum_steps=2",
             "dist.fsdp_modules=[1,3]", "dist.fsdp_reshard_after_forward=false",

@@ -56,6 +56,7 @@ def _copy(run_dir: Path, tmp_path: Path) -> Path:
     return copy
 
 
+@pytest.mark.slow
 def test_folders_hold_shards_state_and_marker(run_dir):
     names = {p.name for p in (run_dir / "checkpoints").iterdir()}
     assert {"last", "best", "step-15", "step-20", "step-25"} == names  # keep_last 3
@@ -67,6 +68,7 @@ def test_folders_hold_shards_state_and_marker(run_dir):
     assert raw["model"] == {} and raw["config"]["dist"]["strategy"] == "fsdp"
 
 
+@pytest.mark.slow
 def test_resume_auto_skips_a_torn_folder_with_a_message(run_dir, tmp_path):
     run = _copy(run_dir, tmp_path)
     (run / "checkpoints" / "last" / sharded.MARKER).unlink()
@@ -79,6 +81,7 @@ def test_resume_auto_skips_a_torn_folder_with_a_message(run_dir, tmp_path):
     assert read_summary(run)["steps"] == 42
 
 
+@pytest.mark.slow
 def test_a_missing_shard_is_one_line_and_nothing_is_lost(run_dir, tmp_path):
     run = _copy(run_dir, tmp_path)
     last = run / "checkpoints" / "last"
@@ -93,6 +96,7 @@ def test_a_missing_shard_is_one_line_and_nothing_is_lost(run_dir, tmp_path):
     assert sharded.missing_shards(last) == ["__0_0.distcp"]
 
 
+@pytest.mark.slow
 def test_a_checkpoint_of_another_model_does_not_fit(run_dir, tmp_path):
     last = run_dir / "checkpoints" / "last"
     other = [*RUN, "model.kwargs.hidden=[16]", f"run.dir={tmp_path / 'other'}"]
@@ -101,6 +105,7 @@ def test_a_checkpoint_of_another_model_does_not_fit(run_dir, tmp_path):
     assert f"checkpoint {last} does not fit this model" in err
 
 
+@pytest.mark.slow
 def test_export_consolidates_into_one_resumable_file(run_dir, tmp_path):
     run = _copy(run_dir, tmp_path)
     code, out, err = _cli(tmp_path, "export", str(run), "--format", "pt")
@@ -186,6 +191,7 @@ def test_a_model_without_blocks_is_sharded_at_the_root_and_says_so(tmp_path):
         dist.destroy_process_group()
 
 
+@pytest.mark.slow
 def test_a_full_disk_during_a_sharded_write_is_one_line_and_keeps_the_last_one(
     run_dir, tmp_path, monkeypatch
 ):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sys
 
+import pytest
 import torch
 from torch import nn
 from torch.utils.data import TensorDataset
@@ -49,12 +50,14 @@ def _count_reads(monkeypatch, steps: int, tmp_path) -> int:
     return calls["n"]
 
 
+@pytest.mark.slow
 def test_no_host_sync_per_step(monkeypatch, tmp_path):
     # 5 steps or 15 between two log points: the same reads, so none of them is per step.
     few, many = _count_reads(monkeypatch, 5, tmp_path), _count_reads(monkeypatch, 15, tmp_path)
     assert few == many
 
 
+@pytest.mark.slow
 def test_gradients_are_none_at_every_step_start(tmp_path):
     seen = []
 
@@ -105,6 +108,7 @@ def test_cudnn_autotuner_follows_determinism():
         torch.backends.cudnn.benchmark = before[1]
 
 
+@pytest.mark.slow
 def test_channels_last_trains_a_cnn_in_that_format(tmp_path):
     formats = []
 

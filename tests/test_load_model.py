@@ -116,6 +116,7 @@ def variants(nets):
     }  # fmt: skip
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "name", ["nested kwargs", "factory", "inline Sequential", "module arguments"]
 )
@@ -135,6 +136,7 @@ def test_load_model_rebuilds_every_variant_from_its_record(nets, tmp_path, name)
     assert repr(again) == repr(model)
 
 
+@pytest.mark.slow
 def test_export_and_predict_a_fit_model_from_the_cli(nets, tmp_path, cli):
     model = variants(nets)["nested kwargs"]()
     run = train(nets, model, tmp_path / "run").run_dir
@@ -160,6 +162,7 @@ def test_export_and_predict_a_fit_model_from_the_cli(nets, tmp_path, cli):
     assert code == 2 and "data passed to fit(train_data=...)" in err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["factory", "module arguments"])
 def test_torchscript_export_of_other_variants(nets, tmp_path, cli, name):
     run = train(nets, variants(nets)[name](), tmp_path / "run").run_dir
@@ -194,6 +197,7 @@ trainwell.fit(cfg, model=MainNet(16), train_data=TensorDataset(x, y))
 """
 
 
+@pytest.mark.slow
 def test_a_class_in_main_is_said_at_the_start_and_by_export_and_predict(tmp_path):
     (tmp_path / "train.py").write_text(textwrap.dedent(MAIN_SCRIPT))
     import subprocess
@@ -238,6 +242,7 @@ def test_a_class_in_main_is_said_at_the_start_and_by_export_and_predict(tmp_path
         trainwell.load_model(tmp_path / "run", model=MainNet(8))
 
 
+@pytest.mark.slow
 def test_other_models_that_cannot_be_recorded_say_why(nets, tmp_path):
     def local():
         class Local(nn.Module):
@@ -269,6 +274,7 @@ def test_other_models_that_cannot_be_recorded_say_why(nets, tmp_path):
         assert same_weights(trainwell.load_model(run, model=model), best_weights(run))
 
 
+@pytest.mark.slow
 def test_a_run_from_before_the_record_names_the_python_way(nets, tmp_path):
     run = train(nets, nets.make_mlp(5), tmp_path / "run").run_dir
     path = run / "checkpoints" / "best.pt"
@@ -282,6 +288,7 @@ def test_a_run_from_before_the_record_names_the_python_way(nets, tmp_path):
     assert same_weights(trainwell.load_model(run, model=nets.make_mlp(5)), state["model"])
 
 
+@pytest.mark.slow
 def test_resume_of_a_fit_model_run_reports_no_config_change(nets, tmp_path):
     out = __import__("io").StringIO()
     train(nets, nets.Net(), tmp_path / "run", epochs=1)

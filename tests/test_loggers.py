@@ -79,6 +79,7 @@ def fit(tmp_path: Path, *extra: str, **kw):
     return trainwell.fit(cfg, **{"console": QUIET, **kw})
 
 
+@pytest.mark.slow
 def test_tensorboard_and_mlflow_hold_what_metrics_csv_holds(tmp_path):
     result = fit(tmp_path, "log.tensorboard=true", "log.mlflow=true")
     run = result.run_dir
@@ -217,6 +218,7 @@ def recorded() -> list:
     return resolve("tests.test_loggers:Recording", "log.loggers").calls
 
 
+@pytest.mark.slow
 def test_a_user_logger_by_import_path_gets_config_metrics_artifacts_and_status(tmp_path):
     result = fit(tmp_path, "log.loggers=[tests.test_loggers:Recording]")
     calls = recorded()
@@ -231,6 +233,7 @@ def test_a_user_logger_by_import_path_gets_config_metrics_artifacts_and_status(t
     assert {"metrics.csv", "summary.json", "config.yaml"} <= artifacts
 
 
+@pytest.mark.slow
 def test_a_logger_that_fails_mid_run_is_reported_once_and_switched_off(tmp_path, capsys):
     cfg = load_config(overrides=[*BASE, f"run.dir={tmp_path / 'run'}",
                                  "log.loggers=[{name: 'tests.test_loggers:Recording', "
@@ -285,6 +288,7 @@ def test_a_locked_mlflow_database_switches_mlflow_off_and_the_run_completes(tmp_
     assert "SELECT" not in err  # the store's own error dump is not the user's news
 
 
+@pytest.mark.slow
 def test_a_failing_logger_is_named_once_on_the_console(tmp_path):
     import io
 
@@ -378,6 +382,7 @@ class RankFile:
         pass
 
 
+@pytest.mark.slow
 def test_the_confusion_matrix_example_logs_an_image_at_each_evaluation(tmp_path):
     folder = REPO / "examples" / "callbacks"
     sys.path.insert(0, str(folder))

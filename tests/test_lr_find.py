@@ -25,6 +25,7 @@ def found(tmp_path_factory):
     return lr_find(cfg, start_lr=1e-5, end_lr=10.0, steps=60, output=out, console=QUIET)
 
 
+@pytest.mark.slow
 def test_suggestion_is_in_range_where_the_smoothed_loss_falls_fastest(found):
     s = found.smoothed
     assert found.suggestion is not None
@@ -38,6 +39,7 @@ def test_suggestion_is_in_range_where_the_smoothed_loss_falls_fastest(found):
     assert sorted(raw[i - 6 : i])[3] > sorted(raw[i : i + 6])[3]
 
 
+@pytest.mark.slow
 def test_the_suggested_lr_trains_better_than_the_start_of_the_range(found, tmp_path):
     val_loss = {}
     for lr in (found.suggestion, found.lrs[0]):
@@ -48,6 +50,7 @@ def test_the_suggested_lr_trains_better_than_the_start_of_the_range(found, tmp_p
     assert val_loss[found.suggestion] < 0.8 * val_loss[found.lrs[0]], val_loss
 
 
+@pytest.mark.slow
 def test_cli_prints_the_suggestion_and_writes_csv_and_png(cli, tmp_path):
     code, out, err = cli("lr-find", *SYNTHETIC, "--steps", "30", "--output", "out")
     assert code == 0, err
@@ -66,6 +69,7 @@ def test_cli_prints_the_suggestion_and_writes_csv_and_png(cli, tmp_path):
     assert min(lrs) <= shown <= max(lrs)
 
 
+@pytest.mark.slow
 def test_divergence_stops_the_test_early(tmp_path):
     cfg = load_config(overrides=[*SYNTHETIC, "train.precision=fp32", "train.grad_clip=0"])
     result = lr_find(cfg, start_lr=1e-4, end_lr=1e6, steps=80, output=tmp_path, console=QUIET)
@@ -87,6 +91,7 @@ def test_divergence_stops_the_test_early(tmp_path):
         assert len(f.read().splitlines()) == taken + 1
 
 
+@pytest.mark.slow
 def test_a_non_finite_loss_stops_the_test(tmp_path):
     calls = []
 
@@ -102,6 +107,7 @@ def test_a_non_finite_loss_stops_the_test(tmp_path):
     assert all(math.isfinite(v) for v in result.smoothed[:-1])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("args", "expected"),
     [
@@ -123,6 +129,7 @@ def test_bad_input_is_one_line_and_exit_2(cli, tmp_path, args, expected):
     assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.slow
 def test_run_dir_and_a_given_model_are_left_alone(cli, tmp_path):
     run = tmp_path / "real_run"
     (run / "checkpoints").mkdir(parents=True)
@@ -156,6 +163,7 @@ def test_suggest_lr_on_known_curves():
     assert suggest_lr(lrs[:2], falling[:2]) is None
 
 
+@pytest.mark.slow
 def test_out_is_the_output_flag_as_for_every_verb(cli, tmp_path):
     code, out, err = cli("lr-find", *SYNTHETIC, "--steps", "12", "--out", "out2")
     assert code == 0, err

@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import warnings
 
+import pytest
 import torch
 
 import trainwell
@@ -43,6 +44,7 @@ def test_the_tensor_walk_keeps_to_its_budget():
     assert resident_bytes() > 0
 
 
+@pytest.mark.slow
 def test_metrics_csv_has_the_machine_rows_at_each_log_point(tmp_path):
     cfg = trainwell.load_config(overrides=[*SYNTHETIC, "train.epochs=2", "train.log_every=4",
                                            f"run.dir={tmp_path / 'run'}"])  # fmt: skip

@@ -65,6 +65,7 @@ def run(tmp_path, step: str, *extra: str, callbacks=()):
     return result, out.getvalue()
 
 
+@pytest.mark.slow
 def test_growth_warns_once_and_says_how_to_find_the_holder(tmp_path, every_log_point):
     result, out = run(tmp_path, "leaky_step")
     lines = [ln for ln in out.splitlines() if "memory growth:" in ln]
@@ -90,11 +91,13 @@ def test_the_warning_names_the_doctors_holder_when_it_has_one():
     assert "the run stops now, cleanly" in line
 
 
+@pytest.mark.slow
 def test_constant_memory_says_nothing(tmp_path, every_log_point):
     _, out = run(tmp_path, "clean_step")
     assert "memory growth" not in out
 
 
+@pytest.mark.slow
 def test_stop_ends_the_run_cleanly_before_the_end(tmp_path, every_log_point):
     result, out = run(tmp_path, "leaky_step", "doctor.memory_growth_action=stop")
     summary = read_summary(result.run_dir)
@@ -104,6 +107,7 @@ def test_stop_ends_the_run_cleanly_before_the_end(tmp_path, every_log_point):
     assert "the run stops now, cleanly" in out
 
 
+@pytest.mark.slow
 def test_checkpoint_writes_last_pt_at_the_step_and_goes_on(tmp_path, every_log_point,
                                                           monkeypatch):
     saves: list[tuple[int, list[str]]] = []
@@ -129,6 +133,7 @@ class SeeMemory:
         self.seen[ctx.step] = {k for k in ctx.metrics if k.startswith("train/mem/")}
 
 
+@pytest.mark.slow
 def test_callbacks_see_the_memory_figures_at_on_step_end(tmp_path, every_log_point):
     see = SeeMemory()
     run(tmp_path, "clean_step", callbacks=[see])
@@ -179,6 +184,7 @@ def test_bad_settings_are_one_line(cli, tmp_path, override, key):
     assert code == 2 and len(err.strip().splitlines()) == 1 and key in err
 
 
+@pytest.mark.slow
 def test_cuda_alloc_conf_is_set_before_cuda_starts(monkeypatch, tmp_path):
     monkeypatch.delenv("PYTORCH_CUDA_ALLOC_CONF", raising=False)
     said: list[str] = []

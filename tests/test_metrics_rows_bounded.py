@@ -78,6 +78,7 @@ class FileWatch:
         assert any(r["step"] == str(ctx.step) and r["split"] == "val" for r in rows), ctx.step
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("log_every", "steps", "extra"), [
     (1, 12, []), (3, 20, []), (7, 30, ["train.grad_accum_steps=2"]), (5, 25, ["train.epochs=2"]),
 ])  # fmt: skip
@@ -93,6 +94,7 @@ def test_each_log_point_is_in_metrics_csv_at_once(tmp_path, log_every, steps, ex
     assert max(watch.held) == 0, watch.held
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("steps", [40, 300])
 def test_rows_held_in_memory_do_not_grow_with_the_run(tmp_path, steps):
     watch = FileWatch(1)
@@ -103,6 +105,7 @@ def test_rows_held_in_memory_do_not_grow_with_the_run(tmp_path, steps):
     assert (result.run_dir / "curves.png").stat().st_size > 0  # drawn from the file
 
 
+@pytest.mark.slow
 def test_memory_of_the_recorder_per_step_is_flat(tmp_path):
     """tracemalloc's bytes still allocated by the row recording code, at step 100 and at
     step 1100: the 1000 steps between add (almost) nothing (it was ~0.4 KB a step, 400 KB
@@ -129,6 +132,7 @@ def test_memory_of_the_recorder_per_step_is_flat(tmp_path):
     assert marks[1100] - marks[100] < 32 * 1000, marks  # < 32 B a step; rows kept: 400 B
 
 
+@pytest.mark.slow
 def test_the_recorder_counts_everything_and_iterates_the_file(tmp_path):
     path = tmp_path / "metrics.csv"
     path.write_text("step,epoch,split,name,value\n")
@@ -145,6 +149,7 @@ def test_the_recorder_counts_everything_and_iterates_the_file(tmp_path):
     assert len(path.read_text().splitlines()) == 101  # header + 100 flushed
 
 
+@pytest.mark.slow
 def test_a_resumed_run_counts_the_rows_it_kept(tmp_path):
     """The checkpoint's row count (what an exact resume truncates metrics.csv to) is the
     run's rows, though they are no longer in memory."""

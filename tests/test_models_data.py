@@ -257,6 +257,7 @@ def test_synthetic_deterministic_per_seed() -> None:
     assert a.tensors[0].shape == (200, 4, 4) and a.num_classes == 5
 
 
+@pytest.mark.slow
 def test_synthetic_is_learnable() -> None:
     ds = make_synthetic(num_samples=512, shape=(1, 4, 4), num_classes=4, seed=0)
     x, y = ds.tensors
@@ -448,6 +449,7 @@ def test_check_labels_out_of_range(labels, lo, hi) -> None:
     assert f"min {lo}, max {hi}" in msg
 
 
+@pytest.mark.slow
 def test_check_labels_passes_valid_and_unreadable() -> None:
     assert check_labels(_labelled(0, 1, 2, 2), 3, "train") is None
     assert check_labels(None, 3, "test") is None
@@ -455,6 +457,7 @@ def test_check_labels_passes_valid_and_unreadable() -> None:
     assert check_labels(floats, 2, "train") is None
 
 
+@pytest.mark.slow
 def test_check_labels_of_subset_sees_only_its_indices() -> None:
     ds = _labelled(0, 1, 7, 2)
     assert check_labels(Subset(ds, [0, 1, 3]), 3, "train") is None
@@ -462,6 +465,7 @@ def test_check_labels_of_subset_sees_only_its_indices() -> None:
         check_labels(Subset(ds, [2, 3]), 3, "train")
 
 
+@pytest.mark.slow
 def test_check_labels_of_empty_subset() -> None:
     # Reachable through trainwell.fit(val_data=Subset(ds, [])): _preflight checks labels.
     empty = Subset(_labelled(0, 1), [])

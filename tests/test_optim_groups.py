@@ -230,6 +230,7 @@ def test_an_import_path_optimizer_checks_its_own_group_keys():
 # ---- end to end: fine-tuning variants, each resumed exactly -------------------------------
 
 
+@pytest.mark.slow
 def test_frozen_backbone_unfrozen_at_epoch_1_trains_with_its_group_lr_and_resumes(tmp_path):
     groups = "optim.groups=[{params: 'backbone.*', lr_scale: 0.1, name: bb}]"
     full = run(tmp_path / "full", groups, callbacks=[Unfreeze(1)])
@@ -245,6 +246,7 @@ def test_frozen_backbone_unfrozen_at_epoch_1_trains_with_its_group_lr_and_resume
     resumes_exactly(tmp_path, full, [8, 12, 20], groups, callbacks=[Unfreeze(1)])
 
 
+@pytest.mark.slow
 def test_two_groups_with_lr_scale_under_warmup_and_cosine(tmp_path):
     groups = ("optim.groups=[{params: 'head.*', lr_scale: 10}, "
               "{params: 'backbone.3.*', lr_scale: 0.5, weight_decay: 0.0}]")  # fmt: skip
@@ -265,6 +267,7 @@ def test_two_groups_with_lr_scale_under_warmup_and_cosine(tmp_path):
                     fresh=lambda: {"model": Net(freeze=False)})  # fmt: skip
 
 
+@pytest.mark.slow
 def test_unfreeze_by_add_param_group_follows_the_schedule_and_resumes(tmp_path):
     full = run(tmp_path / "full", "sched.warmup_steps=3", callbacks=[Unfreeze(1, add=0.01)])
     last = load_checkpoint(tmp_path / "full" / "checkpoints" / "last.pt")
@@ -283,6 +286,7 @@ def test_unfreeze_by_add_param_group_follows_the_schedule_and_resumes(tmp_path):
                     fresh=lambda: {"callbacks": [Unfreeze(1, add=0.01)]})  # fmt: skip
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "sched",
     [
@@ -298,6 +302,7 @@ def test_add_param_group_with_import_path_schedulers_resumes(tmp_path, sched):
                     fresh=lambda: {"callbacks": [Unfreeze(1, add=0.005)]})  # fmt: skip
 
 
+@pytest.mark.slow
 def test_a_one_cycle_schedule_keeps_the_groups_ratios(tmp_path):
     run(tmp_path / "a", "optim.groups=[{params: 'head.*', lr_scale: 4, name: head}]",
         "sched.name=torch.optim.lr_scheduler:OneCycleLR", "sched.kwargs={max_lr: 0.02}",
@@ -308,6 +313,7 @@ def test_a_one_cycle_schedule_keeps_the_groups_ratios(tmp_path):
         assert lrs["lr/head"][step] == pytest.approx(4 * lr, rel=1e-9), step
 
 
+@pytest.mark.slow
 def test_changed_groups_on_resume_are_refused_in_one_line(tmp_path):
     run(tmp_path / "full", "optim.groups=[{params: 'head.*', lr_scale: 2}]")
     with pytest.raises(UserError, match="other parameter groups"):
@@ -318,6 +324,7 @@ def test_changed_groups_on_resume_are_refused_in_one_line(tmp_path):
 # ---- fit(optimizer=, scheduler=) --------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_fit_takes_an_optimizer_instance_and_a_scheduler_factory_and_resumes(tmp_path):
     def parts():
         net = Net(freeze=False)
@@ -342,6 +349,7 @@ def test_fit_takes_an_optimizer_instance_and_a_scheduler_factory_and_resumes(tmp
     resumes_exactly(tmp_path, full, [8, 20], fresh=parts)
 
 
+@pytest.mark.slow
 def test_fit_takes_an_optimizer_factory_with_the_configured_schedule(tmp_path):
     def factory(model):
         return torch.optim.AdamW(model.parameters(), lr=0.004, weight_decay=0.0)
@@ -353,6 +361,7 @@ def test_fit_takes_an_optimizer_factory_with_the_configured_schedule(tmp_path):
     assert result.metrics["val/accuracy"] > 0.5
 
 
+@pytest.mark.slow
 def test_fit_refuses_an_optimizer_over_another_model_and_a_foreign_scheduler(tmp_path):
     other = Net(freeze=False)
     with pytest.raises(UserError, match="parameters are not the model's"):
@@ -370,6 +379,7 @@ def test_fit_refuses_an_optimizer_over_another_model_and_a_foreign_scheduler(tmp
 # ---- the doctor ------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_doctor_finds_a_part_unfrozen_outside_the_users_optimizer(tmp_path):
     def factory(model):  # the usual pre-trainwell code: trainable parameters only
         return torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=0.01)

@@ -20,6 +20,7 @@ CAPABLE = [*SYNTHETIC, "model.kwargs.hidden=[64]", "doctor.overfit_batch=true", 
 BRISK = ["optim.lr=0.03", "train.max_steps=60"]
 
 
+@pytest.mark.slow
 def test_a_capable_model_passes(cli, tmp_path):
     code, out, err = cli("train", *CAPABLE, *BRISK)
     assert code == 0, err
@@ -42,6 +43,7 @@ def test_a_capable_model_passes(cli, tmp_path):
     assert float(rows[0]["value"]) == pytest.approx(result["initial_loss"])
 
 
+@pytest.mark.slow
 def test_a_model_that_cannot_learn_fails(cli, tmp_path):
     # optim.lr must be positive; 1e-9 moves nothing in the default 200 steps.
     code, out, err = cli("train", *CAPABLE, "optim.lr=1e-9")
@@ -71,6 +73,7 @@ class Counting(Dataset):
         return self.x[i], self.y[i]
 
 
+@pytest.mark.slow
 def test_one_fixed_batch_through_the_python_api(tmp_path):
     data = Counting()
     cfg = load_config(overrides=["doctor.overfit_batch=true", *BRISK, "data.batch_size=16",

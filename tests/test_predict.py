@@ -69,6 +69,7 @@ def exported(tmp_path_factory):
     return root
 
 
+@pytest.mark.slow
 def test_run_onnx_and_torchscript_give_the_same_predictions(exported):
     results = [predict(exported / name, split="test")
                for name in ("cnn", "cnn.onnx", "cnn.torchscript")]  # fmt: skip
@@ -78,6 +79,7 @@ def test_run_onnx_and_torchscript_give_the_same_predictions(exported):
     assert [r.kind for r in results] == ["run", "onnx", "torchscript"]
 
 
+@pytest.mark.slow
 def test_the_cli_prints_accuracy_and_a_confusion_matrix(cli, exported):
     code, out, err = cli("predict", str(exported / "cnn.onnx"), "--split", "test")
     assert code == 0, err
@@ -86,6 +88,7 @@ def test_the_cli_prints_accuracy_and_a_confusion_matrix(cli, exported):
     assert len(matrix) == 10 and sum(int(v) for row in matrix for v in row) == 270
 
 
+@pytest.mark.slow
 def test_an_npy_gives_the_labels_of_the_same_samples(tmp_path, exported):
     from trainwell.data.digits import load_digits_splits
 
@@ -98,6 +101,7 @@ def test_an_npy_gives_the_labels_of_the_same_samples(tmp_path, exported):
     assert predict(exported / "cnn.onnx", x[0]).labels == split[:1]  # one sample, no batch axis
 
 
+@pytest.mark.slow
 def test_predictions_are_written_as_csv(cli, tmp_path, exported):
     code, out, err = cli("predict", str(exported / "cnn"), "--out", "preds.csv")
     assert code == 0, err
@@ -106,6 +110,7 @@ def test_predictions_are_written_as_csv(cli, tmp_path, exported):
     assert [p.name for p in tmp_path.iterdir()] == ["preds.csv"]
 
 
+@pytest.mark.slow
 def test_an_onnx_file_predicts_without_the_model_code(tmp_path, exported):
     np.save(tmp_path / "x.npy", np.ones((3, 8), dtype=np.float32))
     proc = run_subprocess(["predict", str(exported / "user.onnx"), str(tmp_path / "x.npy")],
@@ -119,12 +124,14 @@ def test_an_onnx_file_predicts_without_the_model_code(tmp_path, exported):
     assert len(proc.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_regression_reports_mae_and_rmse(cli, exported):
     code, out, err = cli("predict", str(exported / "reg"), "--split", "val")
     assert code == 0, err
     assert "mae: " in out and "rmse: " in out
 
 
+@pytest.mark.slow
 def test_the_python_api_on_an_array(exported):
     x = np.zeros((2, 1, 8, 8), dtype=np.float32)
     result = predict(exported / "cnn.onnx", x)

@@ -27,6 +27,7 @@ def _warning(err: str) -> str:
     return lines[0]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("bad", "samples", "values"), [
     ({(0, 0)}, 1, 1),
     ({(1, 2), (1, 3), (4, 0)}, 2, 3),
@@ -46,6 +47,7 @@ def test_some_nonfinite_samples_warn_and_still_predict(cli, run, tmp_path, bad, 
     assert len((tmp_path / "p.csv").read_text().splitlines()) == 11
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fill", ["nan", "inf", "mixed", "one_per_sample"])
 def test_every_sample_nonfinite_is_refused(cli, run, tmp_path, fill):
     x = np.ones((6, 8), dtype=np.float32)
@@ -67,6 +69,7 @@ def test_every_sample_nonfinite_is_refused(cli, run, tmp_path, fill):
     assert not (tmp_path / "p.csv").exists()
 
 
+@pytest.mark.slow
 def test_one_sample_without_batch_axis(cli, run, tmp_path):
     x = np.full((8,), np.nan, dtype=np.float32)  # one sample: its every value NaN
     np.save(tmp_path / "x.npy", x)
@@ -74,12 +77,14 @@ def test_one_sample_without_batch_axis(cli, run, tmp_path):
     assert code == 2 and "every sample holds NaN/Inf (8 of 8 values" in err, err
 
 
+@pytest.mark.slow
 def test_finite_input_gives_no_warning(cli, run, tmp_path):
     np.save(tmp_path / "x.npy", np.zeros((5, 8), dtype=np.float32))
     code, _, err = cli("predict", str(run), "x.npy")
     assert code == 0 and "warning" not in err, err
 
 
+@pytest.mark.slow
 def test_the_python_api_refuses_an_all_nan_array(run):
     from trainwell.errors import UserError
     from trainwell.predict import predict

@@ -70,6 +70,7 @@ def _closed_port() -> int:
     return port
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("uri", ["sqlite:///", "sqlite://", "bogus://tracking"])
 def test_a_bad_tracking_uri_is_one_line_before_the_run_folder(tmp_path, uri):
     pytest.importorskip("mlflow")
@@ -80,6 +81,7 @@ def test_a_bad_tracking_uri_is_one_line_before_the_run_folder(tmp_path, uri):
     assert not run.exists()
 
 
+@pytest.mark.slow
 def test_an_unreachable_server_is_refused_in_seconds(tmp_path):
     pytest.importorskip("mlflow")
     run = tmp_path / "run"
@@ -90,6 +92,7 @@ def test_an_unreachable_server_is_refused_in_seconds(tmp_path):
     assert took < FAST_S and not run.exists()
 
 
+@pytest.mark.slow
 def test_a_server_that_never_answers_is_refused_after_the_probe_timeout(tmp_path, silent_port):
     pytest.importorskip("mlflow")
     run = tmp_path / "run"
@@ -99,6 +102,7 @@ def test_a_server_that_never_answers_is_refused_after_the_probe_timeout(tmp_path
     assert took < FAST_S and not run.exists()
 
 
+@pytest.mark.slow
 def test_the_corrected_rerun_is_not_blocked(tmp_path):
     pytest.importorskip("mlflow")
     run = tmp_path / "run"
@@ -109,6 +113,7 @@ def test_the_corrected_rerun_is_not_blocked(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
 
 
+@pytest.mark.slow
 def test_a_file_where_tensorboard_goes(tmp_path):
     pytest.importorskip("tensorboard")
     run = tmp_path / "run"
@@ -119,6 +124,7 @@ def test_a_file_where_tensorboard_goes(tmp_path):
     assert sorted(p.name for p in run.iterdir()) == ["tensorboard"]  # nothing written
 
 
+@pytest.mark.slow
 def test_nproc_batch_that_does_not_split_is_one_line_before_any_worker(tmp_path):
     run = tmp_path / "run"
     proc, _ = _train(tmp_path, "data.batch_size=30", f"run.dir={run}", nproc=4)
@@ -127,6 +133,7 @@ def test_nproc_batch_that_does_not_split_is_one_line_before_any_worker(tmp_path)
     assert not run.exists()
 
 
+@pytest.mark.slow
 def test_nproc_tracking_uri_refused_by_the_launcher(tmp_path):
     pytest.importorskip("mlflow")
     run = tmp_path / "run"
@@ -136,6 +143,7 @@ def test_nproc_tracking_uri_refused_by_the_launcher(tmp_path):
     assert "OMP_NUM_THREADS" not in proc.stderr and not run.exists()
 
 
+@pytest.mark.slow
 def test_nproc_monitor_error_prints_once(tmp_path):
     run = tmp_path / "run"
     proc, _ = _train(tmp_path, "early_stop.monitor=val/nope", f"run.dir={run}", nproc=2)

@@ -34,6 +34,7 @@ def _trainwell(tmp_path, *args, timeout=240):
                           capture_output=True, text=True, timeout=timeout)  # fmt: skip
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("resume", [["--resume", "auto"], []])
 def test_a_launch_refused_by_the_lock_leaves_the_live_run_alone(tmp_path, resume):
     run = tmp_path / "run"
@@ -51,6 +52,7 @@ def test_a_launch_refused_by_the_lock_leaves_the_live_run_alone(tmp_path, resume
         holder.wait()
 
 
+@pytest.mark.slow
 def test_a_live_training_run_is_not_marked_failed_by_a_second_launch(tmp_path):
     run = tmp_path / "run"
     live = start(["train", *TINY, "train.epochs=100000", f"run.dir={run}"], cwd=tmp_path)
@@ -67,6 +69,7 @@ def test_a_live_training_run_is_not_marked_failed_by_a_second_launch(tmp_path):
         live.stdout.close()
 
 
+@pytest.mark.slow
 def test_settling_a_failed_launch_writes_only_with_the_lock(tmp_path):
     run = tmp_path / "run"
     before = _live_looking_run(run)
@@ -95,6 +98,7 @@ def test_lock_state_follows_the_holder_process(tmp_path):
     RunLock.acquire(run).release()
 
 
+@pytest.mark.slow
 def test_a_sigkilled_run_is_shown_stopped_in_runs_and_report(tmp_path):
     runs = tmp_path / "runs"
     run = runs / "killed"

@@ -52,6 +52,7 @@ def _summary(tmp_path: Path) -> dict:
     return json.loads((tmp_path / "run" / "summary.json").read_text())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "extra",
     [
@@ -70,6 +71,7 @@ def test_sigterm_ends_a_run_stuck_in_a_hook(tmp_path, extra):
     assert took >= GRACE - 0.5  # the hook had its grace first
 
 
+@pytest.mark.slow
 def test_sigint_too(tmp_path):
     code, _, _, err = _run_until_hung(tmp_path, ["callbacks=[procs_hooks:SpinningCallback]"],
                                       signum=signal.SIGINT)  # fmt: skip
@@ -77,6 +79,7 @@ def test_sigint_too(tmp_path):
     assert _summary(tmp_path)["status"] == "interrupted"
 
 
+@pytest.mark.slow
 def test_a_close_that_hangs_after_the_stop_does_not_hold_the_exit(tmp_path):
     code, _, _, err = _run_until_hung(tmp_path, ["log.loggers=[procs_hooks:SleepingClose]"])
     assert code == 128 + signal.SIGTERM, err[-2000:]
@@ -85,6 +88,7 @@ def test_a_close_that_hangs_after_the_stop_does_not_hold_the_exit(tmp_path):
     assert (tmp_path / "run" / "checkpoints" / "last.pt").exists()
 
 
+@pytest.mark.slow
 def test_a_hook_that_returns_within_the_grace_is_waited_for(tmp_path):
     code, _, _, err = _run_until_hung(tmp_path, ["callbacks=[procs_hooks:SlowButFineCallback]"])
     assert code == 128 + signal.SIGTERM, err[-2000:]
@@ -110,6 +114,7 @@ class _Silent(http.server.BaseHTTPRequestHandler):
         pass
 
 
+@pytest.mark.slow
 def test_sigterm_during_a_tracking_server_stall(tmp_path):
     pytest.importorskip("mlflow")
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Silent)
@@ -127,6 +132,7 @@ def test_sigterm_during_a_tracking_server_stall(tmp_path):
     assert took < PROMPT_S
 
 
+@pytest.mark.slow
 def test_nproc_2_sigterm_to_the_launcher_while_rank_0_hangs_in_flush(tmp_path):
     pytest.importorskip("torch.distributed")
     code, _, out, err = _run_until_hung(

@@ -45,6 +45,7 @@ def _kill(proc, workers, how):
     proc.stdout.close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["launcher", "group"])
 def test_sigkill_of_the_launcher_ends_its_workers(tmp_path, how):
     proc, workers, run = _launch_and_wait(tmp_path, until_training=True)
@@ -57,12 +58,14 @@ def test_sigkill_of_the_launcher_ends_its_workers(tmp_path, how):
     assert summary["status"] in ("interrupted", "running"), summary
 
 
+@pytest.mark.slow
 def test_sigkill_while_workers_set_up_ends_them_too(tmp_path):
     proc, workers, _ = _launch_and_wait(tmp_path, until_training=False)
     _kill(proc, workers, "launcher")
     assert not gone_within(workers, 15)
 
 
+@pytest.mark.slow
 def test_a_restart_after_the_kill_is_not_refused_by_an_orphan(tmp_path):
     proc, workers, run = _launch_and_wait(tmp_path, until_training=True)
     _kill(proc, workers, "group")
@@ -94,6 +97,7 @@ CHILD = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_the_guard_alone_kills_a_child_whose_parent_was_sigkilled(tmp_path):
     parent = subprocess.Popen([PY, "-c", PARENT, CHILD], env=env_for(tmp_path),
                               stdout=subprocess.PIPE, text=True)  # fmt: skip
@@ -105,6 +109,7 @@ def test_the_guard_alone_kills_a_child_whose_parent_was_sigkilled(tmp_path):
     assert not gone_within([child], 10)
 
 
+@pytest.mark.slow
 def test_a_worker_whose_launcher_is_already_gone_does_not_start(tmp_path):
     dead = subprocess.Popen([PY, "-c", "pass"])
     dead.wait()  # a pid that no longer runs: this child's launcher died before it started
@@ -114,6 +119,7 @@ def test_a_worker_whose_launcher_is_already_gone_does_not_start(tmp_path):
     assert "launcher ended" in proc.stderr
 
 
+@pytest.mark.slow
 def test_a_process_outside_any_launcher_is_left_alone(tmp_path):
     code = CHILD.replace("time.sleep(600)", "print('fine')")
     proc = subprocess.run([PY, "-c", code], env=env_for(tmp_path), capture_output=True,

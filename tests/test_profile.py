@@ -61,6 +61,7 @@ def profiled(tmp_path_factory):
     return prof, out, states
 
 
+@pytest.mark.slow
 def test_the_profiler_runs_only_inside_its_window(profiled):
     prof, _, states = profiled
     # Before step 1, after steps 1..7: on from the end of the 3rd step to the end of the 5th.
@@ -68,6 +69,7 @@ def test_the_profiler_runs_only_inside_its_window(profiled):
     assert prof.done and prof.recorded == 2 and prof.seen == 7
 
 
+@pytest.mark.slow
 def test_trace_is_a_chrome_trace_with_aten_ops(profiled):
     _, out, _ = profiled
     trace = json.loads((out / "trace.json").read_text())
@@ -78,6 +80,7 @@ def test_trace_is_a_chrome_trace_with_aten_ops(profiled):
     assert not list(out.glob(".*.tmp"))
 
 
+@pytest.mark.slow
 def test_ops_table_is_sorted_by_self_time_with_memory(profiled):
     _, out, _ = profiled
     with open(out / "profile_ops.csv", newline="") as f:
@@ -96,6 +99,7 @@ def test_ops_table_is_sorted_by_self_time_with_memory(profiled):
     assert float(top["cpu_memory_mb"]) == max(float(r["cpu_memory_mb"]) for r in rows)
 
 
+@pytest.mark.slow
 def test_ops_are_tied_to_their_module_forward_backward_and_optimizer(profiled):
     prof, _, _ = profiled
     where = {(op.name, op.module) for op in prof.ops}
@@ -105,6 +109,7 @@ def test_ops_are_tied_to_their_module_forward_backward_and_optimizer(profiled):
     assert any(module.startswith("Optimizer.step#SGD") for _, module in where)
 
 
+@pytest.mark.slow
 def test_summary_names_the_heaviest_ops_and_their_linear_module(profiled):
     prof, out, _ = profiled
     lines = prof.summary_lines()
@@ -166,6 +171,7 @@ def test_bad_window_is_a_user_error(tmp_path, warmup, active):
         StepProfiler(tmp_path, warmup=warmup, active=active, device=CPU)
 
 
+@pytest.mark.slow
 def test_cli_profiles_the_configs_run_into_a_new_folder(cli, tmp_path):
     code, out, err = cli("profile", *SYNTHETIC, "--steps", "2", "--warmup", "1")
     assert code == 0, err
@@ -180,6 +186,7 @@ def test_cli_profiles_the_configs_run_into_a_new_folder(cli, tmp_path):
     assert not profiler_on()
 
 
+@pytest.mark.slow
 def test_cli_out_and_run_dir_untouched(cli, tmp_path):
     code, out, err = cli("profile", "--out", "prof", *SYNTHETIC, "run.dir=myrun",
                          "--steps", "1", "--warmup", "0")  # fmt: skip
@@ -188,6 +195,7 @@ def test_cli_out_and_run_dir_untouched(cli, tmp_path):
     assert not (tmp_path / "myrun").exists() and not (tmp_path / "runs").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "args, words",
     [

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 from tests.conftest import SYNTHETIC, run_subprocess
 from trainwell.engine.tools.native_noise import NoiseFilter, drop_noise
 
@@ -28,6 +30,7 @@ def test_drop_noise_leaves_lines_that_only_look_alike():
     assert drop_noise(text) == text
 
 
+@pytest.mark.slow
 def test_trainwell_profile_prints_no_profiler_noise(tmp_path):
     proc = run_subprocess(["profile", *SYNTHETIC, "--steps", "2", "--warmup", "1",
                            "--out", "prof"], tmp_path, timeout=300)  # fmt: skip

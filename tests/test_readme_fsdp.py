@@ -11,6 +11,7 @@ from tests.test_readme import run_commands
 from trainwell.engine.checkpointing.checkpoint import load_checkpoint
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not torch.distributed.is_available(), reason="no torch.distributed")
 def test_fsdp_example_runs_as_written(tmp_path):
     first_line = "trainwell train --nproc 2 dist.strategy=fsdp"

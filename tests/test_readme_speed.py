@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
+
 from tests.test_readme import run_commands
 
 
+@pytest.mark.slow
 def test_speed_examples_run_as_written(tmp_path):
     bench, profile, train = run_commands("trainwell bench-data", tmp_path)
     assert "recommended" in bench.lower() and "bound" in bench

@@ -143,6 +143,7 @@ def final_text(run: Path, metric: str) -> str:
     return fmt(read_summary(run)["final"][metric])
 
 
+@pytest.mark.slow
 def test_completed_run(runs, browser, tmp_path):
     html = write_run_report(runs["completed"])
     page = open_report(browser, html, tmp_path)
@@ -156,6 +157,7 @@ def test_completed_run(runs, browser, tmp_path):
     assert "Partial report" not in text
 
 
+@pytest.mark.slow
 def test_failed_run_shows_the_error_the_findings_and_the_leak_on_the_timeline(
     runs, browser, tmp_path
 ):
@@ -172,6 +174,7 @@ def test_failed_run_shows_the_error_the_findings_and_the_leak_on_the_timeline(
     assert text.count("doctor: leak") >= 2
 
 
+@pytest.mark.slow
 def test_interrupted_run(runs, browser, tmp_path):
     html = write_run_report(runs["interrupted"])
     page = open_report(browser, html, tmp_path)
@@ -180,6 +183,7 @@ def test_interrupted_run(runs, browser, tmp_path):
     assert read_summary(runs["interrupted"])["steps"] == 17
 
 
+@pytest.mark.slow
 def test_resumed_run(runs, browser, tmp_path):
     summary = read_summary(runs["resumed"])
     assert summary["resumed_from"] and summary["status"] == "completed"
@@ -189,6 +193,7 @@ def test_resumed_run(runs, browser, tmp_path):
     assert final_text(runs["resumed"], "val/accuracy") in text
 
 
+@pytest.mark.slow
 def test_two_runs_compared(runs, browser, tmp_path):
     html = write_report([runs["completed"], runs["resumed"]], tmp_path / "compare.html")
     page = open_report(browser, html, tmp_path)
@@ -201,6 +206,7 @@ def test_two_runs_compared(runs, browser, tmp_path):
     assert "different tasks" not in text
 
 
+@pytest.mark.slow
 def test_running_run_cut_mid_line_is_a_marked_partial_report(runs, browser, tmp_path):
     html = write_report([runs["running"]], tmp_path / "running.html")
     page = open_report(browser, html, tmp_path)

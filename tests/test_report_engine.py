@@ -44,18 +44,21 @@ class Stop:
             raise Interrupted(signal.SIGTERM)
 
 
+@pytest.mark.slow
 def test_a_failed_run_has_its_report(tmp_path):
     with pytest.raises(trainwell.UserError, match="the callback broke"):
         trainwell.fit(cfg(tmp_path), console=QUIET, callbacks=[Boom()])
     assert_report_of(tmp_path / "run", "failed")
 
 
+@pytest.mark.slow
 def test_an_interrupted_run_has_its_report(tmp_path):
     with pytest.raises(KeyboardInterrupt):
         trainwell.fit(cfg(tmp_path), console=QUIET, callbacks=[Stop()])
     assert_report_of(tmp_path / "run", "interrupted")
 
 
+@pytest.mark.slow
 def test_a_report_that_cannot_be_drawn_does_not_fail_the_run(tmp_path, monkeypatch, capsys):
     from trainwell.report import render
 

@@ -70,6 +70,7 @@ def test_a_folder_that_is_not_a_run_is_one_line(cli, tmp_path):
     assert "missing does not exist" in cli("report", "missing")[2]
 
 
+@pytest.mark.slow
 def test_write_run_report_is_fast_atomic_and_never_raises(real_run, tmp_path, capsys):
     render.plotly_js()  # read once per process, as at the end of a second run
     # Counted work, not wall time (a loaded machine slows both sides): about 140k Python
@@ -92,6 +93,7 @@ def test_write_run_report_is_fast_atomic_and_never_raises(real_run, tmp_path, ca
     assert err.count("trainwell: warning: no report.html") == 2 and "Traceback" not in err
 
 
+@pytest.mark.slow
 def test_the_page_asks_nothing_of_the_network(real_run, tmp_path):
     page = write_report([real_run], tmp_path / "r.html").read_text()
     bundle = render.plotly_js()
@@ -101,6 +103,7 @@ def test_the_page_asks_nothing_of_the_network(real_run, tmp_path):
     assert "<link" not in outside and outside.count("<script") == 3
 
 
+@pytest.mark.slow
 def test_checkpoints_are_read_without_torch_with_step_and_metric(real_run):
     notes: list[str] = []
     found = {c.name: c for c in list_checkpoints(real_run / "checkpoints", notes)}
@@ -158,6 +161,7 @@ def test_the_memory_timeline_marks_the_doctors_verdict(tmp_path):
     assert [t.get("yaxis", "y") for t in memory.figure["data"]] == ["y", "y2"]
 
 
+@pytest.mark.slow
 def test_without_plotly_or_jinja2_a_plain_page(real_run, tmp_path, monkeypatch):
     monkeypatch.setattr(render, "plotly_js", lambda: None)
     page = write_report([real_run], tmp_path / "plain.html").read_text()
@@ -169,6 +173,7 @@ def test_without_plotly_or_jinja2_a_plain_page(real_run, tmp_path, monkeypatch):
     assert "trainwell[report]" in write_report([real_run], tmp_path / "p2.html").read_text()
 
 
+@pytest.mark.slow
 def test_runs_of_different_tasks_compared_are_marked(cli, tmp_path, real_run):
     other = fake_run(tmp_path / "other", metrics="1,0,train,mse,2.0\n")
     (other / "config.yaml").write_text("data:\n  name: tests.tasks_code:make_regression\n")

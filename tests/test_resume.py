@@ -18,6 +18,7 @@ from torch.utils.data import TensorDataset
 
 import trainwell
 from tests.conftest import REPO, SYNTHETIC, model_csv, read_summary
+from tests.procs_helpers import logged_step, saved_step, wait_for_step
 from trainwell.config import load_config
 from trainwell.engine.checkpointing.checkpoint import load_checkpoint
 from trainwell.engine.loading.loaders import ResumableSampler
@@ -50,6 +51,7 @@ def assert_same_state(a: dict, b: dict) -> None:
         assert torch.equal(a[key], b[key]), key
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workers", [0, 2])
 def test_resume_mid_epoch_is_bitwise_identical(tmp_path, workers):
     full = fit(tmp_path / "full", f"data.num_workers={workers}")
@@ -67,6 +69,7 @@ def test_resume_mid_epoch_is_bitwise_identical(tmp_path, workers):
                 assert torch.equal(moments[name], last["optimizer"]["state"][i][name])
 
 
+@pytest.mark.slow
 def test_data_order_after_resume_is_the_uninterrupted_order(tmp_path):
     n = 256
     x = torch.cat([torch.arange(n, dtype=torch.float32)[:, None], torch.randn(n, 3)], dim=1)
@@ -148,32 +151,44 @@ def _wait_for(predicate, proc: subprocess.Popen, timeout: float = 60) -> bool:
     return False
 
 
+@pytest.mark.slow
 def test_sigkill_at_many_instants_then_resume_gives_the_same_weights(tmp_path):
     run = tmp_path / "crashy"
     folder = run / "checkpoints"
     rng = random.Random(0)
-    # Kill plans: during a save (a temporary checkpoint file exists), or at a random
-    # instant after the first checkpoint; the last launch runs to the end.
+    # Kill plans: during a save (a temporary checkpoint file exists), or just after a log
+    # point (rows flushed to metrics.csv, 1 to 3 steps off the saves' phase); the last
+    # launch runs to the end. Each kill waits for counted work, not for time: a random
+    # number of steps past where the launch resumed, read from what the run has written.
+    # 6 kills of at most 40 steps each leave most of the 384 steps still to run, so every
+    # kill lands in a live run.
     plans = ["save", "random", "save", "random", "save", "random", None]
-    kills = 0
+    killed = []
     for plan in plans:
+        # Rows logged after the newest checkpoint are the killed launch's: this one logs
+        # them again, so it has to pass them too. A stale temporary file is deleted when
+        # the launch resumes, before its first save.
+        start = saved_step(folder)
+        target = max(start, logged_step(run / "metrics.csv")) + rng.randint(1, 40)
         proc = _launch(run, CRASH)
         try:
             saving = lambda: any(folder.glob(".*.tmp"))  # noqa: E731
-            started = lambda: any(folder.glob("*.pt"))  # noqa: E731
-            if plan == "save" and _wait_for(saving, proc):
+            if plan == "save":
+                assert wait_for_step(proc, run, "saved", max(start + 1, target - 4)), plan
+                assert _wait_for(saving, proc, 120), plan
+            elif plan == "random":
+                assert wait_for_step(proc, run, "logged", target), plan
+            if plan is not None:
                 proc.send_signal(signal.SIGKILL)
-                kills += 1
-            elif plan == "random" and _wait_for(started, proc):
-                time.sleep(rng.uniform(0.0, 0.6))
-                proc.send_signal(signal.SIGKILL)
-                kills += 1
             out, err = proc.communicate(timeout=120)
         finally:
             proc.kill()
         if plan is None:
             assert proc.returncode == 0, err
-    assert kills >= 4, "the kills landed after the run had finished: make the run longer"
+        else:
+            killed.append(proc.returncode)
+    # Every kill landed in a live run (none after it had finished).
+    assert killed == [-signal.SIGKILL] * 6, killed
     assert read_summary(run)["status"] == "completed"
     assert not list(folder.glob(".*.tmp"))
 
@@ -186,6 +201,7 @@ def test_sigkill_at_many_instants_then_resume_gives_the_same_weights(tmp_path):
     assert model_csv(run / "metrics.csv") == model_csv(tmp_path / "ref" / "metrics.csv")
 
 
+@pytest.mark.slow
 def test_sigterm_then_resume_auto_matches_the_uninterrupted_run(tmp_path):
     overrides = [*CRASH, "train.epochs=4", "checkpoint.every_steps=0"]
     run = tmp_path / "run"
@@ -218,6 +234,7 @@ def test_sigterm_then_resume_auto_matches_the_uninterrupted_run(tmp_path):
     assert model_csv(run / "metrics.csv") == model_csv(tmp_path / "ref" / "metrics.csv")
 
 
+@pytest.mark.slow
 def test_resume_auto_skips_an_unusable_newest_checkpoint(tmp_path):
     full = fit(tmp_path / "full")
     run = tmp_path / "run"
@@ -239,6 +256,7 @@ def test_resume_auto_skips_an_unusable_newest_checkpoint(tmp_path):
     assert model_csv(run / "metrics.csv") == model_csv(tmp_path / "full" / "metrics.csv")
 
 
+@pytest.mark.slow
 def test_resume_auto_with_nothing_to_resume_starts_fresh(tmp_path):
     run = tmp_path / "run"
     run.mkdir()
@@ -246,11 +264,13 @@ def test_resume_auto_with_nothing_to_resume_starts_fresh(tmp_path):
     assert read_summary(run)["status"] == "completed" and result.metrics
 
 
+@pytest.mark.slow
 def test_resume_auto_needs_a_run_dir():
     with pytest.raises(UserError, match="--resume auto needs run.dir"):
         trainwell.fit(load_config(), resume="auto", console=QUIET)
 
 
+@pytest.mark.slow
 def test_deliberate_changes_are_reported_and_applied(tmp_path):
     fit(tmp_path / "a", "train.epochs=1")
     console = Console(record=True, width=300)
@@ -265,6 +285,7 @@ def test_deliberate_changes_are_reported_and_applied(tmp_path):
     assert last["optimizer"]["param_groups"][0]["lr"] == pytest.approx(0.01)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("change", "expected"),
     [

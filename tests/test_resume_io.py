@@ -104,6 +104,7 @@ def one_line(text: str) -> str:
 # --- in this process ----------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("denied", ["last.pt", "*.pt", "*"])
 def test_an_unreadable_checkpoint_stops_resume_and_touches_nothing(run, faults, denied):
     before = snapshot(run)
@@ -119,6 +120,7 @@ def test_an_unreadable_checkpoint_stops_resume_and_touches_nothing(run, faults, 
     assert snapshot(run) == before
 
 
+@pytest.mark.slow
 def test_only_the_newest_is_read_so_an_old_unreadable_one_does_not_block(run, faults):
     faults([{"path": str(run / "checkpoints" / "step-20.pt"), "kind": "deny-file"}])
     said = resume_in_process(run)
@@ -126,6 +128,7 @@ def test_only_the_newest_is_read_so_an_old_unreadable_one_does_not_block(run, fa
     assert read_summary(run)["status"] == "completed" and read_summary(run)["steps"] == 42
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("after", [0, 100, 5000])
 def test_a_disk_error_mid_file_is_an_io_error_not_a_torn_file(run, faults, after):
     last = run / "checkpoints" / "last.pt"
@@ -139,6 +142,7 @@ def test_a_disk_error_mid_file_is_an_io_error_not_a_torn_file(run, faults, after
     assert snapshot(run) == before
 
 
+@pytest.mark.slow
 def test_an_unreadable_checkpoints_folder_is_one_line(run, faults):
     before = snapshot(run)
     faults([{"path": str(run / "checkpoints"), "kind": "deny-dir"}])
@@ -159,6 +163,7 @@ def test_load_checkpoint_names_the_errno_for_any_oserror(tmp_path, faults):
     assert isinstance(caught.value, UserError)  # the CLI makes it one line, exit 2
 
 
+@pytest.mark.slow
 def test_checkpoints_that_are_all_damaged_stop_instead_of_starting_over(run):
     for p in (run / "checkpoints").glob("*.pt"):
         p.write_bytes(p.read_bytes()[:500])  # torn, every one
@@ -168,6 +173,7 @@ def test_checkpoints_that_are_all_damaged_stop_instead_of_starting_over(run):
     assert snapshot(run) == before
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("leftover", [None, ".last.pt.abc123.tmp"])
 def test_a_run_without_checkpoint_files_starts_from_scratch(tmp_path, leftover):
     run = tmp_path / "run"
@@ -179,6 +185,7 @@ def test_a_run_without_checkpoint_files_starts_from_scratch(tmp_path, leftover):
     assert read_summary(run)["status"] == "completed"
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0,
                     reason="root reads files at mode 000")  # fmt: skip
 def test_real_mode_000_checkpoints_stop_resume(run):
@@ -197,6 +204,7 @@ def test_real_mode_000_checkpoints_stop_resume(run):
 # --- real processes -----------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_cli_resume_auto_with_every_checkpoint_unreadable(run, tmp_path):
     before = snapshot(run)
     rules = [{"path": str(run / "checkpoints" / "*.pt"), "kind": "deny-file"}]
@@ -211,6 +219,7 @@ def test_cli_resume_auto_with_every_checkpoint_unreadable(run, tmp_path):
     assert read_summary(run)["status"] == "completed"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("target", ["file", "run_dir"])
 def test_cli_resume_path_or_run_dir_over_a_disk_error(run, tmp_path, target):
     last = run / "checkpoints" / "last.pt"
@@ -224,6 +233,7 @@ def test_cli_resume_path_or_run_dir_over_a_disk_error(run, tmp_path, target):
     assert snapshot(run) == before
 
 
+@pytest.mark.slow
 def test_cli_checkpoints_folder_at_mode_000_is_one_line(run, tmp_path):
     before = snapshot(run)
     proc = cli(["train", *RUN, f"run.dir={run}", "--resume", "auto"], tmp_path,
@@ -235,6 +245,7 @@ def test_cli_checkpoints_folder_at_mode_000_is_one_line(run, tmp_path):
     assert snapshot(run) == before
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("keep", [10, 200, 1000, 5000, 20000, -30])
 def test_a_file_cut_short_is_torn_not_unreadable(run, keep):
     """torch raises an OSError of its own (EINVAL) for some cuts: still a torn file."""
@@ -247,6 +258,7 @@ def test_a_file_cut_short_is_torn_not_unreadable(run, keep):
     assert "truncated or not a checkpoint" in str(caught.value) or "corrupt" in str(caught.value)
 
 
+@pytest.mark.slow
 def test_a_torn_sharded_temporary_alone_starts_from_scratch(tmp_path):
     """A sharded save killed before its commit marker leaves .last.tmp/: said, and not
     counted as a checkpoint (a restarted job begins afresh)."""

@@ -57,6 +57,7 @@ def test_an_intact_file_says_nothing_and_keeps_every_counted_row(run):
     assert not (run / "metrics.csv.damaged").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["deleted", "emptied"])
 def test_a_deleted_or_empty_file_says_how_many_rows_were_lost(run, how):
     n = counted(run)
@@ -73,6 +74,7 @@ def test_a_deleted_or_empty_file_says_how_many_rows_were_lost(run, how):
     assert read_summary(run)["status"] == "completed"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fraction", [0.2, 0.5, 0.9])
 def test_a_file_cut_short_keeps_its_whole_rows_and_the_original(run, fraction):
     path = run / "metrics.csv"
@@ -94,6 +96,7 @@ def counted_from(original: bytes) -> int:
     return len([r for r in original.decode().splitlines()[1:] if ",test," not in r])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("bad_line", ["zz,yy,train,loss,nan?", "\x00\x01\x02", "1,2,3"])
 def test_a_garbage_row_is_dropped_and_counted_the_rest_is_kept(run, bad_line):
     path = run / "metrics.csv"
@@ -108,6 +111,7 @@ def test_a_garbage_row_is_dropped_and_counted_the_rest_is_kept(run, bad_line):
     assert removed not in rows[:10] and lines[6] == rows[4]
 
 
+@pytest.mark.slow
 def test_garbage_bytes_on_the_command_line_are_one_warning_not_a_traceback(run, tmp_path):
     (run / "metrics.csv").write_bytes(os.urandom(3000))
     proc = subprocess.run(

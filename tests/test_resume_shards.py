@@ -84,6 +84,7 @@ DAMAGE = {
 }  # fmt: skip
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("damage", sorted(DAMAGE))
 def test_resume_auto_skips_a_damaged_folder_for_the_newest_whole_one(run, tmp_path, damage):
     spoil, diagnosis = DAMAGE[damage]
@@ -98,6 +99,7 @@ def test_resume_auto_skips_a_damaged_folder_for_the_newest_whole_one(run, tmp_pa
     assert read_summary(run)["status"] == "completed" and read_summary(run)["steps"] == 42
 
 
+@pytest.mark.slow
 def test_last_and_best_damaged_resumes_from_the_newest_step_folder(run, tmp_path):
     garbage(run / "checkpoints" / "last" / "__0_0.distcp")
     truncate(run / "checkpoints" / "best" / "__1_0.distcp")
@@ -109,6 +111,7 @@ def test_last_and_best_damaged_resumes_from_the_newest_step_folder(run, tmp_path
     assert read_summary(run)["steps"] == 42
 
 
+@pytest.mark.slow
 def test_resuming_a_damaged_folder_by_name_says_damaged_not_another_model(run, tmp_path):
     last = run / "checkpoints" / "last"
     garbage(last / "__0_0.distcp")
@@ -120,6 +123,7 @@ def test_resuming_a_damaged_folder_by_name_says_damaged_not_another_model(run, t
     assert "does not fit" not in line and not (tmp_path / "b").exists()
 
 
+@pytest.mark.slow
 def test_a_whole_folder_passes_and_another_checkpoints_shard_is_still_a_loadable_shard(run):
     for name in ("last", "best", "step-5", "step-25"):
         shard_check.check_shards(run / "checkpoints" / name)  # no error
@@ -129,6 +133,7 @@ def test_a_whole_folder_passes_and_another_checkpoints_shard_is_still_a_loadable
     shard_check.check_shards(run / "checkpoints" / "last")
 
 
+@pytest.mark.slow
 def test_an_unreadable_shard_stops_resume_auto_with_one_line(run, tmp_path, monkeypatch):
     import builtins
 
@@ -149,6 +154,7 @@ def test_an_unreadable_shard_stops_resume_auto_with_one_line(run, tmp_path, monk
     assert {p: p.stat().st_mtime_ns for p in run.rglob("*")} == before
 
 
+@pytest.mark.slow
 def test_two_processes_resume_past_a_garbage_shard(run, tmp_path):
     """The issue's case: a --max-restarts job must come back over a damaged last/."""
     garbage(run / "checkpoints" / "last" / "__0_0.distcp")

@@ -36,6 +36,7 @@ def resume(run: Path, cwd: Path, kind: str, *extra: str) -> subprocess.Completed
     )  # fmt: skip
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("kind", "extra"),
     [("readonly-dir", []), ("readonly-dir", ["train.epochs=3"]), ("deny-dir", ["train.epochs=3"])],

@@ -47,6 +47,7 @@ def test_new_checkpoints_record_their_format_and_versions(finished):
     }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("saved", "named"),
     [
@@ -70,6 +71,7 @@ def test_a_version_difference_is_one_line_and_the_resume_goes_on(cli, run, saved
     assert read_summary(run)["status"] == "completed" and read_summary(run)["steps"] == 28
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("versions", ["same", "absent"])
 def test_same_or_unrecorded_versions_say_nothing(cli, run, versions):
     if versions == "absent":  # a checkpoint from before versions were recorded
@@ -79,6 +81,7 @@ def test_same_or_unrecorded_versions_say_nothing(cli, run, versions):
     assert "was written by" not in out and "resuming from" in out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("where", ["auto", "path"])
 def test_a_newer_checkpoint_format_is_refused_not_skipped(cli, run, where):
     last = run / "checkpoints" / "last.pt"

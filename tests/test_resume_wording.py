@@ -24,6 +24,7 @@ finished = finished_run_fixture("wording", RUN)
 run = run_copy_fixture()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("given", ["run", "run/checkpoints", "run/"])
 def test_resume_a_run_directory_takes_its_newest_checkpoint(cli, run, given):
     code, out, err = cli("train", *RUN, "train.epochs=3", "--resume", given)
@@ -33,6 +34,7 @@ def test_resume_a_run_directory_takes_its_newest_checkpoint(cli, run, given):
     assert read_summary(run)["steps"] == 42  # continued in that run's own folder
 
 
+@pytest.mark.slow
 def test_resume_a_run_directory_skips_a_torn_newest_one(cli, run):
     last = run / "checkpoints" / "last.pt"
     last.write_bytes(last.read_bytes()[:300])
@@ -113,6 +115,7 @@ def test_a_held_run_is_refused_before_any_word_about_resuming(cli, run, how):
     assert ((run / "summary.json").read_text(), (run / "metrics.csv").read_text()) == before
 
 
+@pytest.mark.slow
 def test_the_lock_check_leaves_no_lock_behind(cli, run):
     holder = hold_lock(run)
     holder.kill()

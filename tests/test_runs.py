@@ -99,6 +99,7 @@ def readme_commands() -> list[str]:
     return [line for line in blocks[0].splitlines() if line.strip()]
 
 
+@pytest.mark.slow
 def test_the_readme_section_runs_as_written(cli, tmp_path):
     for line in readme_commands():
         args = shlex.split(line.split("#")[0])

@@ -108,6 +108,7 @@ def minority_share(indices: list[int], every: int = 10) -> float:
 # --- the balancing sampler, 1 and 2 processes ---
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("accum, batch", [(1, 16), (2, 32)])
 def test_balancing_sampler_is_sharded_and_trains_as_one_process(
     tmp_path, monkeypatch, accum, batch
@@ -137,6 +138,7 @@ def test_balancing_sampler_is_sharded_and_trains_as_one_process(
         assert s2["final"][key] == pytest.approx(s1["final"][key], rel=1e-4)
 
 
+@pytest.mark.slow
 def test_sampler_resume_mid_epoch_on_two_processes_is_exact(tmp_path):
     common = [*TABULAR, f"data.sampler={CODE}:balanced", "train.epochs=3",
               "checkpoint.every_steps=4", "checkpoint.keep_last=100"]  # fmt: skip
@@ -152,6 +154,7 @@ def test_sampler_resume_mid_epoch_on_two_processes_is_exact(tmp_path):
         assert read_summary(again)["final"][key] == read_summary(full)["final"][key]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "sampler",
     [
@@ -184,6 +187,7 @@ def test_resume_mid_epoch_with_a_sampler_is_exact(tmp_path, monkeypatch, sampler
 # --- a batch sampler: length buckets, padded by a collate with kwargs ---
 
 
+@pytest.mark.slow
 def test_length_buckets_on_one_and_two_processes(tmp_path, monkeypatch):
     from tests.samplers_code import length_of
 
@@ -212,6 +216,7 @@ def test_length_buckets_on_one_and_two_processes(tmp_path, monkeypatch):
     assert s2["batch"]["global"] is None  # the batch sampler decides, not data.batch_size
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("accum, collate", [
     (1, f"{{name: '{CODE}:pad_collate', kwargs: {{pad_id: 0}}}}"),
     (3, f"{{name: '{CODE}:Padder', kwargs: {{pad_id: 0}}}}"),
@@ -230,6 +235,7 @@ def test_batch_sampler_resume_mid_epoch_is_exact(tmp_path, monkeypatch, accum, c
 # --- DataLoaders the data callable built ---
 
 
+@pytest.mark.slow
 def test_a_user_loader_with_a_sampler_is_sharded_on_two_processes(tmp_path, monkeypatch):
     base = [f"data.name={CODE}:loaders", f"model.name={CODE}:Net", "train.precision=fp32",
             "train.epochs=2"]  # fmt: skip
@@ -249,6 +255,7 @@ def test_a_user_loader_with_a_sampler_is_sharded_on_two_processes(tmp_path, monk
     assert s2["final"]["train/loss"] != s1["final"]["train/loss"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["weighted", "buckets"])
 def test_user_loaders_of_other_samplers_are_sharded(tmp_path, kind):
     base = [f"data.name={CODE}:loaders", f"data.kwargs.kind={kind}", f"model.name={CODE}:Net",
@@ -263,6 +270,7 @@ def test_user_loaders_of_other_samplers_are_sharded(tmp_path, kind):
         assert sorted(sum(r0 + r1, [])) == list(range(192))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind, why", [("iterable", "IterableDataset")])
 def test_a_loader_that_cannot_be_sharded_says_so_in_one_line(tmp_path, kind, why):
     base = [f"data.name={CODE}:loaders", f"data.kwargs.kind={kind}", f"model.name={CODE}:Net",
@@ -273,6 +281,7 @@ def test_a_loader_that_cannot_be_sharded_says_so_in_one_line(tmp_path, kind, why
     assert r0 == r1 and len(r0) == 6  # as the warning says
 
 
+@pytest.mark.slow
 def test_a_user_loader_on_one_process_is_used_as_it_is(tmp_path, monkeypatch):
     monkeypatch.setenv("SEEN", str(tmp_path / "seen"))
     cfg = load_config(overrides=[f"data.name={CODE}:loaders", f"model.name={CODE}:Net",

@@ -26,6 +26,7 @@ def block(lang: str, first_line: str) -> str:
     return found[0]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not torch.distributed.is_available(), reason="no torch.distributed")
 def test_the_balancing_sampler_example_runs_as_written(tmp_path):
     (tmp_path / "balance.py").write_text(block("python", "# balance.py"))

@@ -16,6 +16,7 @@ SMI = """+----------------------------------------------------------------------
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("cuda", "wheel"),
     [("12.8", "cu128"), ("12.7", "cu126"), ("12.4", "cu124"), ("13.1", "cu130"),
@@ -29,6 +30,7 @@ def test_the_wheel_is_the_newest_the_driver_runs(cuda, wheel):
     assert proc.stdout.strip() == wheel
 
 
+@pytest.mark.slow
 def test_unreadable_nvidia_smi_output_names_the_default():
     proc = subprocess.run([sys.executable, str(REPO / "scripts" / "cuda_wheel.py")],
                           input="NVIDIA-SMI has failed", capture_output=True, text=True,
@@ -36,6 +38,7 @@ def test_unreadable_nvidia_smi_output_names_the_default():
     assert proc.returncode == 0 and proc.stdout.strip() == "cu126"
 
 
+@pytest.mark.slow
 def test_setup_says_what_it_does_in_numbered_steps():
     text = (REPO / "scripts" / "setup.sh").read_text()
     steps = [line for line in text.splitlines() if line.lstrip().startswith("step ")]

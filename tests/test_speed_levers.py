@@ -33,6 +33,7 @@ def rows(run_dir, prefix="time/"):
         return [r for r in csv.DictReader(f) if r["name"].startswith(prefix)]
 
 
+@pytest.mark.slow
 def test_every_log_point_says_where_the_step_time_went(tmp_path):
     result = fit(tmp_path)
     got = rows(result.run_dir)
@@ -63,6 +64,7 @@ class SlowData(TensorDataset):
         return super().__getitem__(i)
 
 
+@pytest.mark.slow
 def test_a_slow_data_set_shows_as_data_wait(tmp_path):
     data = SlowData(torch.randn(256, 8), torch.randint(0, 4, (256,)))
     SlowData.loads = 0
@@ -114,6 +116,7 @@ def backend(monkeypatch):
     return use
 
 
+@pytest.mark.slow
 def test_compile_trains_the_same_model_with_the_same_checkpoint_keys(tmp_path, backend):
     torch._dynamo.reset()
     backend(_eager_backend)
@@ -127,6 +130,7 @@ def test_compile_trains_the_same_model_with_the_same_checkpoint_keys(tmp_path, b
     assert any(r["name"] == "time/compile" for r in rows(compiled.run_dir))
 
 
+@pytest.mark.slow
 def test_a_model_that_does_not_compile_trains_eager_with_one_line(tmp_path, backend):
     torch._dynamo.reset()
     backend(_broken_backend)
@@ -140,6 +144,7 @@ def test_a_model_that_does_not_compile_trains_eager_with_one_line(tmp_path, back
     assert read_summary(result.run_dir)["steps"] == 28  # the failed step was taken again
 
 
+@pytest.mark.slow
 def test_a_model_error_under_compile_is_the_models_error(tmp_path, backend):
     torch._dynamo.reset()
     backend(_eager_backend)
@@ -174,6 +179,7 @@ class Blocks(nn.Module):
         return self.head(x)
 
 
+@pytest.mark.slow
 def test_activation_checkpointing_gives_the_same_training(tmp_path):
     plain = fit(tmp_path, "train.precision=fp32", model=Blocks(), name="plain")
     console = Console(record=True, width=200)
@@ -201,6 +207,7 @@ def test_activation_checkpointing_recomputes_in_backward():
     assert len(calls) == 1  # evaluation keeps nothing, recomputes nothing
 
 
+@pytest.mark.slow
 def test_activation_checkpointing_bad_settings_are_one_line(tmp_path):
     with pytest.raises(UserError, match="no module 'encoder'; its top-level modules: stem, "):
         fit(tmp_path, "model.activation_checkpointing=[encoder]", model=Blocks())
@@ -213,6 +220,7 @@ def test_activation_checkpointing_bad_settings_are_one_line(tmp_path):
         load_config(overrides=["train.compile_mode=fastest"])
 
 
+@pytest.mark.slow
 def test_train_profile_writes_a_trace_beside_the_doctor(tmp_path):
     # A real process: the profiler's Python tracer and the doctor's wrapped torch calls
     # once crashed the process together (SIGSEGV); the doctor is on by default.
@@ -273,6 +281,7 @@ def test_a_compile_failure_on_a_later_micro_batch_counts_each_sample_once():
     assert torch.equal(inner.weight, plain.weight)
 
 
+@pytest.mark.slow
 def test_the_doctor_does_not_break_the_compiled_graph(tmp_path, backend):
     from torch._dynamo.utils import counters
 

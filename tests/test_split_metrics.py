@@ -61,6 +61,7 @@ def predict(model, ds: TensorDataset) -> torch.Tensor:
 # ---- values over the whole split --------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_macro_f1_over_the_split_is_sklearns_and_picks_the_best_checkpoint(tmp_path):
     train, val, test = code.splits()
     result = fit(tmp_path, "train.epochs=4", metric("f1", "MacroF1"),
@@ -80,6 +81,7 @@ def test_macro_f1_over_the_split_is_sklearns_and_picks_the_best_checkpoint(tmp_p
     assert summary["test"]["f1"] == result.metrics["test/f1"]
 
 
+@pytest.mark.slow
 def test_a_counting_metric_counts_each_split_exactly_at_every_pass(tmp_path):
     result = fit(tmp_path, "train.epochs=3", metric("n", "SampleCount"), metric("c", "Count"))
     assert [v for _, v in rows(result.run_dir, "val", "n")] == [101.0] * 3  # reset each pass
@@ -88,6 +90,7 @@ def test_a_counting_metric_counts_each_split_exactly_at_every_pass(tmp_path):
     assert read_summary(result.run_dir)["final"]["val/n"] == 101.0
 
 
+@pytest.mark.slow
 def test_auroc_over_every_score_of_the_split_is_sklearns(tmp_path):
     train, val = code.binary_splits()
     result = fit(tmp_path, "train.epochs=2", metric("auroc", "RankAUROC"),
@@ -102,6 +105,7 @@ def test_auroc_over_every_score_of_the_split_is_sklearns(tmp_path):
         result.metrics["val/auroc"])  # fmt: skip
 
 
+@pytest.mark.slow
 def test_a_user_step_returning_preds_and_target_feeds_the_objects(tmp_path):
     train, val, test = code.splits()
     result = fit(tmp_path, "train.epochs=2", metric("f1", "MacroF1"), metric("n", "SampleCount"),
@@ -114,6 +118,7 @@ def test_a_user_step_returning_preds_and_target_feeds_the_objects(tmp_path):
     assert result.metrics["test/f1"] == pytest.approx(expected, abs=1e-12)
 
 
+@pytest.mark.slow
 def test_dict_batches_and_an_eval_step_given_in_python(tmp_path):
     def to_dicts(ds):
         x, y = ds.tensors
@@ -126,6 +131,7 @@ def test_dict_batches_and_an_eval_step_given_in_python(tmp_path):
     assert result.metrics["val/f1"] == pytest.approx(expected, abs=1e-12)
 
 
+@pytest.mark.slow
 def test_torchmetrics_objects_fit_as_they_are(tmp_path):
     pytest.importorskip("torchmetrics")
     f1 = ("train.metrics.tm_f1={name: 'torchmetrics.classification:MulticlassF1Score', "
@@ -138,6 +144,7 @@ def test_torchmetrics_objects_fit_as_they_are(tmp_path):
     assert result.metrics["val/count"] == 101.0 and result.metrics["test/count"] == 37.0
 
 
+@pytest.mark.slow
 def test_metric_objects_handed_to_fit_in_python(tmp_path):
     train, val, test = code.splits()
     f1 = code.MergingMacroF1()
@@ -169,6 +176,7 @@ class ReadCounter:
         code.STEP_COUNTER.reset()
 
 
+@pytest.mark.slow
 def test_the_dry_step_leaves_a_users_own_metric_state_untouched(tmp_path):
     code.STEP_COUNTER.reset()
     reader = ReadCounter()
@@ -214,6 +222,7 @@ def test_metric_state_is_put_back_wherever_the_step_reaches_it():
 # ---- early stopping and best.pt on a metric object -----------------------------------------
 
 
+@pytest.mark.slow
 def test_early_stopping_on_a_metric_object_stops_where_its_value_stopped_improving(tmp_path):
     result = fit(tmp_path, "train.epochs=10", metric("score", "ScriptedScore"),
                  "early_stop.monitor=val/score", "early_stop.patience=2")  # fmt: skip
@@ -228,6 +237,7 @@ def test_early_stopping_on_a_metric_object_stops_where_its_value_stopped_improvi
         assert torch.equal(tensor, best["model"][name]), name
 
 
+@pytest.mark.slow
 def test_a_metric_object_that_says_lower_is_better_is_minimized(tmp_path):
     spec = metric("err", "ScriptedScore", values="[0.9, 0.3, 0.6, 0.7, 0.8]",
                   higher_is_better="false")  # fmt: skip
@@ -240,6 +250,7 @@ def test_a_metric_object_that_says_lower_is_better_is_minimized(tmp_path):
 # ---- ctx.log ------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_ctx_log_in_on_eval_end_is_logged_and_monitored(tmp_path):
     result = fit(tmp_path, "train.epochs=10", "early_stop.monitor=val/custom",
                  "early_stop.mode=max", "early_stop.patience=2",
@@ -250,6 +261,7 @@ def test_ctx_log_in_on_eval_end_is_logged_and_monitored(tmp_path):
     assert result.summary["final"]["val/custom"] == 0.4 and result.summary["steps"] == 32
 
 
+@pytest.mark.slow
 def test_a_name_logged_by_a_callback_that_declares_nothing_is_monitorable(tmp_path):
     result = fit(tmp_path, "train.epochs=10", "early_stop.monitor=val/custom",
                  "early_stop.patience=1", callbacks=[code.LogScoreUndeclared()])  # fmt: skip
@@ -257,6 +269,7 @@ def test_a_name_logged_by_a_callback_that_declares_nothing_is_monitorable(tmp_pa
     assert result.summary["best"]["value"] == 0.2 and result.summary["steps"] == 16
 
 
+@pytest.mark.slow
 def test_a_tensor_logged_from_metrics_and_values_logged_every_step(tmp_path):
     result = fit(tmp_path, "train.epochs=2", callbacks=[code.LogFromMetric(),
                  code.LogsEveryStep()])  # fmt: skip
@@ -287,6 +300,7 @@ class LogsEngineName:
         ctx.log("val/loss", 0.0)
 
 
+@pytest.mark.slow
 def test_a_callback_logging_an_engine_metric_stops_the_run_saying_so(tmp_path):
     with pytest.raises(CallbackError, match="val/loss is the engine's own"):
         fit(tmp_path, "train.epochs=1", callbacks=[LogsEngineName()])
@@ -318,6 +332,7 @@ def test_a_bad_monitor_is_one_line_and_exit_2_before_any_run_dir(cli, tmp_path, 
     assert not (tmp_path / "run").exists()  # nothing left that looks like a run
 
 
+@pytest.mark.slow
 def test_a_val_monitor_without_validation_data_is_refused_up_front(tmp_path):
     train, _, _ = code.splits()
     with pytest.raises(UserError, match="needs validation data"):
@@ -326,6 +341,7 @@ def test_a_val_monitor_without_validation_data_is_refused_up_front(tmp_path):
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.slow
 def test_an_undeclared_callback_name_that_never_comes_fails_at_the_first_evaluation(tmp_path):
     with pytest.raises(UserError, match=r"'val/nothing'.*LogScoreUndeclared did not ctx.log"):
         fit(tmp_path, "train.epochs=3", "early_stop.monitor=val/nothing",
@@ -359,6 +375,7 @@ def test_bad_metric_specs_are_one_line_before_any_run_dir(cli, tmp_path, spec, s
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.slow
 def test_a_user_eval_step_without_preds_is_refused_before_the_run(tmp_path):
     with pytest.raises(UserError, match="returns no 'preds' and 'target'"):
         fit(tmp_path, "train.epochs=1", metric("f1", "MacroF1"),
@@ -366,6 +383,7 @@ def test_a_user_eval_step_without_preds_is_refused_before_the_run(tmp_path):
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.slow
 def test_a_compute_that_returns_a_vector_is_one_line(tmp_path):
     with pytest.raises(UserError, match=r"train.metrics.bad: compute\(\) returned a tensor"):
         fit(tmp_path, "train.epochs=1", metric("bad", "Broken"))

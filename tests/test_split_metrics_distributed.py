@@ -51,6 +51,7 @@ def assert_same(two: dict, one: dict) -> None:
         assert two[name] == pytest.approx(one[name], rel=1e-12 if tight else 1e-5), name
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
 def test_engine_shards_give_one_process_values_on_two(tmp_path, strategy):
     args = [f"data.name={CODE}:splits", "train.epochs=2", "early_stop.monitor=val/f1",
@@ -71,6 +72,7 @@ def test_engine_shards_give_one_process_values_on_two(tmp_path, strategy):
     assert counts == [101.0, 101.0, 37.0]
 
 
+@pytest.mark.slow
 def test_user_loaders_padded_or_unsharded_count_each_sample_once(tmp_path):
     args = [f"data.name={CODE}:loader_splits", "train.epochs=8", f"callbacks=[{CODE}:RankScore]",
             "early_stop.monitor=val/rank_score", "early_stop.mode=max", "early_stop.patience=2"]
@@ -89,6 +91,7 @@ def test_user_loaders_padded_or_unsharded_count_each_sample_once(tmp_path):
     assert summary["best"]["step"] == 16 and "early stop" in summary["stop_reason"]
 
 
+@pytest.mark.slow
 def test_a_bad_monitor_on_two_processes_is_refused_before_any_run_dir(tmp_path):
     proc = trainwell_cmd("train", "--nproc", "2", *COMMON, f"data.name={CODE}:splits",
                          "early_stop.monitor=val/f2", "run.dir=run", cwd=tmp_path)  # fmt: skip

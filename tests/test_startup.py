@@ -30,10 +30,12 @@ def _imported(args: list[str]) -> set[str]:
     return {ln.rsplit("|", 1)[1].strip() for ln in lines}
 
 
+@pytest.mark.slow
 def test_every_verb_is_listed():
     assert {"train", "lr-find", "doctor", "env", "export", "predict", "report"} <= set(_verbs())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args", [[], *([v] for v in _verbs())], ids=lambda a: " ".join(a) or "-")
 def test_help_imports_no_torch(args):
     modules = _imported([*args, "--help"])
@@ -79,6 +81,7 @@ def test_help_loads_only_the_parser_counted_in_sys_modules():
         assert "trainwell.commands.common" in modules
 
 
+@pytest.mark.slow
 def test_the_public_names_load_on_first_use():
     code = (
         "import sys, trainwell\n"

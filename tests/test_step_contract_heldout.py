@@ -159,6 +159,7 @@ def dict_step(model, batch):
 # ----------------------------------------------------------------------------- batch structures
 
 
+@pytest.mark.slow
 def test_dict_batches_with_string_ids_and_test_metrics_from_best_weights(tmp_path):
     seen = []
 
@@ -357,6 +358,7 @@ def test_nested_tuple_batches(tmp_path):
     assert math.isfinite(result.metrics["val/loss"]) and result.metrics["val/loss"] > 0
 
 
+@pytest.mark.slow
 def test_list_batches(tmp_path):
     class ListDS(Dataset):
         def __init__(self, n, seed):
@@ -418,6 +420,7 @@ def test_step_sees_only_the_datas_batches(tmp_path):
     assert sizes == [2] + [16] * 8
 
 
+@pytest.mark.slow
 def test_first_batch_check_leaves_no_trace_in_the_model(tmp_path):
     # BatchNorm running stats after one epoch are those of the 4 training batches alone.
     xs = []
@@ -655,6 +658,7 @@ def test_metrics_only_in_the_eval_step(tmp_path):
     assert calls["train"] <= 5 and calls["eval"] >= 6
 
 
+@pytest.mark.slow
 def test_eval_step_and_step_by_import_path(tmp_path, monkeypatch):
     write_module(
         tmp_path,
@@ -692,6 +696,7 @@ def test_eval_step_and_step_by_import_path(tmp_path, monkeypatch):
 # ----------------------------------------------------------------------------- default step
 
 
+@pytest.mark.slow
 def test_default_step_accuracy_and_loss_match_the_returned_model(tmp_path):
     x, y = cls_data(64, 0)
     xt, yt = cls_data(24, 2)
@@ -712,6 +717,7 @@ def test_default_step_accuracy_and_loss_match_the_returned_model(tmp_path):
     assert result.metrics["test/loss"] == pytest.approx(F.cross_entropy(out, yt).item(), rel=1e-5)
 
 
+@pytest.mark.slow
 def test_default_regression_step_has_no_accuracy(tmp_path):
     x, y, _ = reg_data(64, 0)
     xv, yv, _ = reg_data(16, 1)
@@ -746,6 +752,7 @@ class DictInputDS(Dataset):
         return {"left": self.x[i, :2], "right": self.x[i, 2:]}, self.y[i]
 
 
+@pytest.mark.slow
 def test_default_step_passes_a_structured_input_to_the_model(tmp_path):
     test = DictInputDS(24, 2)
     torch.manual_seed(0)
@@ -782,6 +789,7 @@ LOSSES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(LOSSES))
 def test_default_step_regression_losses_by_config(tmp_path, name):
     extra, ref = LOSSES[name]
@@ -801,6 +809,7 @@ def test_default_step_regression_losses_by_config(tmp_path, name):
     assert "test/accuracy" not in result.metrics
 
 
+@pytest.mark.slow
 def test_cross_entropy_class_weights_from_config(tmp_path):
     x, y = cls_data(64, 0)
     xt, yt = cls_data(24, 2)
@@ -821,6 +830,7 @@ def test_cross_entropy_class_weights_from_config(tmp_path):
 
 # fit(loss_fn=..., eval_step_fn=...) without step_fn: the loss trains, the eval step
 # evaluates (was refused once, with a message naming config keys the caller never set).
+@pytest.mark.slow
 def test_eval_step_fn_with_the_default_train_step(tmp_path):
     x, y = cls_data(64, 0)
 
@@ -845,6 +855,7 @@ def test_eval_step_fn_with_the_default_train_step(tmp_path):
     assert "val/accuracy" not in result.metrics  # the eval step decides the eval metrics
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["config", "loss_fn", "default_ignore_index"])
 def test_ignore_index_targets_with_the_default_step(tmp_path, how):
     x, y = cls_data(64, 0)
@@ -875,6 +886,7 @@ def test_ignore_index_targets_with_the_default_step(tmp_path, how):
     assert result.metrics["test/loss"] == pytest.approx(expected, rel=1e-5)
 
 
+@pytest.mark.slow
 def test_accuracy_leaves_out_ignored_targets(tmp_path):
     # Ambiguous in the contract: an accuracy that counts ignored targets as wrong is
     # plainly wrong for padding, so this checks the accuracy over the real targets.
@@ -967,6 +979,7 @@ def test_iterable_dataset_without_max_steps_is_a_user_error(tmp_path):
     assert_not_started(tmp_path / "run", model, init)
 
 
+@pytest.mark.slow
 def test_user_dataloader_is_used_as_is(tmp_path):
     x, y, v = reg_data(64, 0)
 
@@ -1001,6 +1014,7 @@ def test_user_dataloader_is_used_as_is(tmp_path):
     assert [s for s, _ in csv_values(result.run_dir, "train", "loss")][-1] == 26
 
 
+@pytest.mark.slow
 def test_collate_by_import_path_for_variable_length_samples(tmp_path, monkeypatch):
     write_module(
         tmp_path,
@@ -1069,6 +1083,7 @@ def test_collate_by_import_path_for_variable_length_samples(tmp_path, monkeypatc
 # ----------------------------------------------------------------------------- optim / sched
 
 
+@pytest.mark.slow
 def test_torch_optimizer_by_import_path_with_kwargs(tmp_path):
     cfg = make_cfg(
         tmp_path,
@@ -1092,6 +1107,7 @@ def test_torch_optimizer_by_import_path_with_kwargs(tmp_path):
     assert len(lrs) == 8 and all(v == pytest.approx(0.01) for v in lrs)
 
 
+@pytest.mark.slow
 def test_user_optimizer_and_scheduler_from_a_module(tmp_path, monkeypatch):
     write_module(
         tmp_path,
@@ -1195,6 +1211,7 @@ def _repro_run(tmp_path, name, seed=0):
     )
 
 
+@pytest.mark.slow
 def test_same_config_twice_is_bit_identical(tmp_path):
     a = _repro_run(tmp_path, "a")
     b = _repro_run(tmp_path, "bb")
@@ -1208,6 +1225,7 @@ def test_same_config_twice_is_bit_identical(tmp_path):
     assert any(not torch.equal(sa[k], c.model.state_dict()[k]) for k in sa)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("source", ["user_dataloader", "iterable"])
 def test_same_config_twice_is_bit_identical_for_other_data_sources(tmp_path, source):
     def run(name):
@@ -1240,6 +1258,7 @@ def test_same_config_twice_is_bit_identical_for_other_data_sources(tmp_path, sou
     assert read_metrics_csv(a.run_dir) == read_metrics_csv(b.run_dir)
 
 
+@pytest.mark.slow
 def test_returned_model_holds_the_best_checkpoint(tmp_path):
     r = _repro_run(tmp_path, "a")
     sd = r.model.state_dict()
@@ -1450,6 +1469,7 @@ class PointDS(Dataset):
 # Was a bug: a Dataset whose samples are dataclasses (the contract lists dataclasses among
 # batch structures) fails inside torch's default_collate with a raw TypeError: neither
 # collated field by field nor a one-line UserError.
+@pytest.mark.slow
 def test_dataclass_samples_with_the_engines_loader(tmp_path):
     seen = []
 
@@ -1604,6 +1624,7 @@ def run_cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow
 def test_cli_step_by_import_path_trains(tmp_path):
     p = run_cli(tmp_path, "train.step=tw_cli_steps:ok")
     assert p.returncode == 0, p.stderr
@@ -1613,6 +1634,7 @@ def test_cli_step_by_import_path_trains(tmp_path):
     assert summary["status"] == "completed"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "arg,word",
     [

@@ -91,6 +91,7 @@ def test_metric_sums_weigh_by_samples_keep_ratios_exact_and_round_trip():
     assert sums.means() == copy.means() == {"acc": 3 / 7, "loss": 7 / 4}
 
 
+@pytest.mark.slow
 def test_ignore_index_targets_are_not_out_of_range():
     ds = TensorDataset(torch.zeros(4, 2), torch.tensor([0, 2, -100, 1]))
     check_labels(ds, 3, "train", ignore_index=-100)
@@ -109,6 +110,7 @@ def test_loss_step_accuracy_skips_ignored_targets():
 # ---- tasks, end to end ---------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_language_model_with_dict_batches_padding_and_perplexity(tmp_path):
     code = "tests.tasks_code"
     result = fit(tmp_path, f"data.name={code}:make_lm_data", f"data.collate={code}:pad",
@@ -122,6 +124,7 @@ def test_language_model_with_dict_batches_padding_and_perplexity(tmp_path):
     assert read_summary(run)["weights"].startswith("best.pt")
 
 
+@pytest.mark.slow
 def test_segmentation_targets_with_ignore_index_and_pixel_accuracy(tmp_path):
     g = torch.Generator().manual_seed(0)
     x = torch.randn(64, 1, 6, 6, generator=g)
@@ -135,6 +138,7 @@ def test_segmentation_targets_with_ignore_index_and_pixel_accuracy(tmp_path):
     assert result.metrics["val/accuracy"] > 0.9
 
 
+@pytest.mark.slow
 def test_two_inputs_and_regression_metrics(tmp_path):
     train, val = tasks_code.make_two_inputs()
     result = fit(tmp_path, "data.batch_size=32", "train.epochs=5", "optim.lr=0.02",
@@ -148,6 +152,7 @@ def test_two_inputs_and_regression_metrics(tmp_path):
     assert mae[-1] < 0.5 * mae[0] and "val/mae" in reg.metrics
 
 
+@pytest.mark.slow
 def test_iterable_dataset_needs_max_steps_and_then_trains(tmp_path):
     args = ["data.name=tests.tasks_code:make_stream",
             "model.name=tests.tasks_code:make_regressor",
@@ -161,6 +166,7 @@ def test_iterable_dataset_needs_max_steps_and_then_trains(tmp_path):
     assert "val/loss" in result.metrics
 
 
+@pytest.mark.slow
 def test_a_users_dataloader_is_used_as_it_is(tmp_path):
     ds = tasks_code.make_regression(96)
     seen = []
@@ -175,6 +181,7 @@ def test_a_users_dataloader_is_used_as_it_is(tmp_path):
     assert seen[-8:] == [12] * 8  # 96 / 12 batches, the loader's own size
 
 
+@pytest.mark.slow
 def test_default_step_accepts_an_ignore_index_loss_and_refuses_other_shapes(tmp_path):
     x, y = torch.randn(64, 4), torch.randint(0, 3, (64,))
     y[::5] = -100
@@ -185,6 +192,7 @@ def test_default_step_accepts_an_ignore_index_loss_and_refuses_other_shapes(tmp_
         fit(tmp_path, "train.epochs=1", model=nn.Linear(4, 3), train_data=three, name="three")
 
 
+@pytest.mark.slow
 def test_regression_outputs_that_broadcast_are_refused_before_training(tmp_path):
     x, y = torch.randn(64, 4), torch.randn(64)
     shapes = r"outputs \(N, 1\) but the targets are \(N,\).*\(N, N\).*squeeze"
@@ -193,6 +201,7 @@ def test_regression_outputs_that_broadcast_are_refused_before_training(tmp_path)
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "step, match",
     [
@@ -210,6 +219,7 @@ def test_a_bad_step_is_refused_before_training(tmp_path, step, match):
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.slow
 def test_model_holds_the_best_weights_without_a_test_split(tmp_path):
     result = fit(tmp_path, "data.name=tests.tasks_code:make_regression", "train.epochs=3",
                  "model.name=tests.tasks_code:make_regressor", "train.loss=mse",
@@ -220,6 +230,7 @@ def test_model_holds_the_best_weights_without_a_test_split(tmp_path):
     assert result.summary["weights"] == f"best.pt (step {result.summary['best']['step']})"
 
 
+@pytest.mark.slow
 def test_run_directory_named_after_the_objects_given(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     cfg = load_config(overrides=[*BASE, "train.epochs=1"])
@@ -229,6 +240,7 @@ def test_run_directory_named_after_the_objects_given(tmp_path, monkeypatch):
     assert result.run_dir.name.endswith("-TensorDataset-Sequential")
 
 
+@pytest.mark.slow
 def test_optimizer_and_scheduler_by_import_path_resume_from_their_state(tmp_path):
     args = ["data.name=tests.tasks_code:make_regression",
             "model.name=tests.tasks_code:make_regressor",
@@ -251,6 +263,7 @@ def _acc_step(model, batch):
     return {"loss": F.cross_entropy(logits, y), "accuracy": (logits.argmax(1) == y).float().mean()}
 
 
+@pytest.mark.slow
 def test_a_user_step_logging_accuracy_is_monitored_by_it_and_a_typo_is_refused(tmp_path):
     x, y = torch.randn(128, 4), torch.randint(0, 3, (128,))
     kw = dict(model=nn.Linear(4, 3), train_data=TensorDataset(x, y),

@@ -7,13 +7,13 @@ import random
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import torch
 
 from tests.conftest import REPO, model_csv, read_summary
+from tests.procs_helpers import logged_step, saved_step, wait_for_step
 from trainwell.engine.checkpointing.checkpoint import load_checkpoint
 
 CODE = "tests.tasks_code"
@@ -50,24 +50,29 @@ def test_user_step_resumes_bit_identically_after_sigkill(tmp_path):
     ref = run_to_end(["train", *LM, f"run.dir={tmp_path / 'ref'}"], tmp_path)
     assert ref.returncode == 0, ref.stderr[-2000:]
     run = tmp_path / "crashy"
+    folder = run / "checkpoints"
     rng = random.Random(1)
-    kills = 0
-    for plan in ["kill", "kill", "kill", None]:
+    # Each kill waits for counted work, not for time: a random number of steps past where
+    # the launch resumed, read from the checkpoints (every 3 steps) or the log rows (every
+    # 4) the run has written. 3 kills of at most 12 steps each leave most of the 72 steps
+    # (96 sequences / 16 x 12 epochs) still to run, so every kill lands in a live run.
+    killed = []
+    for plan in ["logged", "saved", "logged", None]:
+        start = max(saved_step(folder), logged_step(run / "metrics.csv"))
+        target = start + rng.randint(1, 12)
         proc = trainwell_proc(["train", *LM, f"run.dir={run}", "--resume", "auto"], tmp_path)
         try:
-            deadline = time.time() + 60
-            while plan and proc.poll() is None and time.time() < deadline:
-                if any((run / "checkpoints").glob("step-*.pt")):
-                    time.sleep(rng.uniform(0.0, 0.4))
-                    proc.send_signal(signal.SIGKILL)
-                    kills += proc.wait(timeout=30) == -signal.SIGKILL
-                    break
-                time.sleep(0.005)
+            if plan is not None:
+                assert wait_for_step(proc, run, plan, target), plan
+                proc.send_signal(signal.SIGKILL)
             out, err = proc.communicate(timeout=240)
         finally:
             proc.kill()
+        if plan is not None:
+            killed.append(proc.returncode)
     assert proc.returncode == 0, err[-2000:]
-    assert kills >= 2, "the kills landed after the run had finished: make the run longer"
+    # Every kill landed in a live run (none after it had finished).
+    assert killed == [-signal.SIGKILL] * 3, killed
     assert read_summary(run)["final"] == read_summary(tmp_path / "ref")["final"]
     a = load_checkpoint(run / "checkpoints" / "last.pt")
     b = load_checkpoint(tmp_path / "ref" / "checkpoints" / "last.pt")

@@ -60,6 +60,7 @@ def task(tmp_path):
     return tmp_path
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("overrides", "temperature", "alpha"),
     [
@@ -78,6 +79,7 @@ def test_the_step_gets_its_keywords(cli, task, overrides, temperature, alpha):
     assert final["val/temperature"] == pytest.approx(temperature)
 
 
+@pytest.mark.slow
 def test_a_yaml_config_and_an_eval_step_with_its_own_keywords(cli, task):
     (task / "kd.yaml").write_text(textwrap.dedent("""
         train:
@@ -117,6 +119,7 @@ def test_bad_keywords_are_one_line_before_the_run_dir(cli, task, overrides, expe
     assert not (task / "run").exists()
 
 
+@pytest.mark.slow
 def test_fit_from_python_with_the_keywords_in_the_config(task, monkeypatch):
     from rich.console import Console
 

@@ -32,6 +32,7 @@ def closing(lines):
     return stopped[0], weights[0]
 
 
+@pytest.mark.slow
 def test_all_epochs_done(tmp_path):
     result, lines = fit_lines(["train.epochs=2", f"run.dir={tmp_path}"])
     stopped, weights = closing(lines)
@@ -50,6 +51,7 @@ def test_all_epochs_done(tmp_path):
         assert torch.equal(v.cpu(), saved[k]), k
 
 
+@pytest.mark.slow
 def test_max_steps_reached(tmp_path):
     _, lines = fit_lines(["train.epochs=5", "train.max_steps=7", f"run.dir={tmp_path}"])
     stopped, _ = closing(lines)
@@ -59,6 +61,7 @@ def test_max_steps_reached(tmp_path):
                                "max_steps": 7}  # fmt: skip
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("patience", [1, 2])
 def test_early_stopping_names_the_epoch_and_the_monitored_value(tmp_path, patience):
     # A learning rate this high makes val/loss worse after the first epochs.
@@ -80,6 +83,7 @@ def test_early_stopping_names_the_epoch_and_the_monitored_value(tmp_path, patien
     assert f", step {best['step']}, epoch {best['epoch']})" in weights
 
 
+@pytest.mark.slow
 def test_a_callbacks_stop_request(tmp_path):
     from tests.tasks_code import Recorder
 
@@ -90,6 +94,7 @@ def test_a_callbacks_stop_request(tmp_path):
     assert stopped.startswith("stopped: callback Recorder asked to stop, at epoch 1 of 4")
 
 
+@pytest.mark.slow
 def test_without_validation_best_pt_is_by_the_training_loss(tmp_path):
     x, y = torch.randn(64, 8), torch.randint(0, 3, (64,))
     net = nn.Sequential(nn.Linear(8, 3))
@@ -136,6 +141,7 @@ class TupleOut(DataclassOut):
         return self.fc(x), x
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("net", "shown", "pick"),
     [(DataclassOut(), "Output (logits, hidden)", "model(x).logits"),
@@ -154,6 +160,7 @@ def test_outputs_the_default_step_cannot_use_name_train_step(tmp_path, net, show
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.slow
 def test_a_loss_that_takes_the_outputs_as_they_are_is_left_alone(tmp_path):
     x, y = torch.randn(64, 8), torch.randint(0, 3, (64,))
 
@@ -166,6 +173,7 @@ def test_a_loss_that_takes_the_outputs_as_they_are_is_left_alone(tmp_path):
     assert read_summary(result.run_dir)["status"] == "completed"
 
 
+@pytest.mark.slow
 def test_cli_one_line_exit_2_for_a_model_returning_a_dict(tmp_path):
     (tmp_path / "hfish.py").write_text(
         textwrap.dedent("""

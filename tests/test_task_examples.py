@@ -88,6 +88,7 @@ def test_regression_mse_loss_and_mae_metric(tmp_path):
     assert final(rows, "val", "mae") < 0.5 * guess, guess
 
 
+@pytest.mark.slow
 def test_char_lm_padded_dict_batches_and_perplexity(tmp_path):
     rows = train(tmp_path, "char_lm.yaml")
     assert {("train", "ppl"), ("val", "ppl"), ("val", "loss")} <= names(rows)
@@ -97,6 +98,7 @@ def test_char_lm_padded_dict_batches_and_perplexity(tmp_path):
     assert final(rows, "val", "ppl") < 4.0
 
 
+@pytest.mark.slow
 def test_segmentation_ignore_index_and_pixel_accuracy(tmp_path):
     rows = train(tmp_path, "segmentation.yaml")
     assert {("train", "pixel_acc"), ("val", "pixel_acc"), ("val", "loss")} <= names(rows)
@@ -109,6 +111,7 @@ def test_segmentation_ignore_index_and_pixel_accuracy(tmp_path):
     assert final(rows, "val", "pixel_acc") > majority + (1 - majority) / 2, majority
 
 
+@pytest.mark.slow
 def test_two_inputs(tmp_path):
     rows = train(tmp_path, "two_inputs.yaml")
     assert {("train", "accuracy"), ("val", "accuracy"), ("val", "loss")} <= names(rows)
@@ -116,6 +119,7 @@ def test_two_inputs(tmp_path):
     assert final(rows, "val", "accuracy") > 0.8  # 4 classes: chance 0.25, majority 0.30
 
 
+@pytest.mark.slow
 def test_multilabel_pos_weight_from_config_and_f1_from_step(tmp_path):
     # The config alone: the default step with train.loss and train.loss_kwargs.pos_weight.
     default = train(tmp_path / "default", "multilabel.yaml")
@@ -138,6 +142,7 @@ def test_multilabel_pos_weight_from_config_and_f1_from_step(tmp_path):
     assert final(stepped, "val", "loss") == pytest.approx(final(default, "val", "loss"), rel=1e-3)
 
 
+@pytest.mark.slow
 def test_custom_topk_metric(tmp_path):
     rows = train(tmp_path, "topk.yaml")
     assert {("train", "top5"), ("val", "top1"), ("val", "top5")} <= names(rows)

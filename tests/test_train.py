@@ -27,6 +27,7 @@ def synthetic_cfg(tmp_path, *overrides: str, name: str = "run"):
     return cfg_for(tmp_path, *SYNTHETIC, "train.epochs=2", *overrides, name=name)
 
 
+@pytest.mark.slow
 def test_digits_run_directory(tmp_path):
     result = trainwell.fit(cfg_for(tmp_path, "train.epochs=3"))
     run = result.run_dir
@@ -50,6 +51,7 @@ def test_digits_run_directory(tmp_path):
     assert again.train.epochs == 3 and again.run.dir == str(run)
 
 
+@pytest.mark.slow
 def test_checkpoints_hold_full_state_and_load_weights_only(tmp_path):
     result = trainwell.fit(synthetic_cfg(tmp_path, "train.precision=fp16"))
     for name in ["last.pt", "best.pt"]:
@@ -66,6 +68,7 @@ def test_checkpoints_hold_full_state_and_load_weights_only(tmp_path):
     assert last["optimizer"]["state"], "optimizer moments are saved"
 
 
+@pytest.mark.slow
 def test_test_metrics_use_the_best_checkpoint(tmp_path):
     result = trainwell.fit(cfg_for(tmp_path, "train.epochs=3"))
     best = load_checkpoint(result.run_dir / "checkpoints" / "best.pt")
@@ -73,6 +76,7 @@ def test_test_metrics_use_the_best_checkpoint(tmp_path):
         assert torch.equal(tensor, best["model"][name]), name
 
 
+@pytest.mark.slow
 def test_fit_api_with_objects(tmp_path):
     g = torch.Generator().manual_seed(0)
     x = torch.randn(400, 6, generator=g)
@@ -92,6 +96,7 @@ def test_fit_api_with_objects(tmp_path):
     assert "test/accuracy" not in result.metrics
 
 
+@pytest.mark.slow
 def test_user_model_and_data_by_import_path_from_yaml(tmp_path):
     (tmp_path / "models.py").write_text(
         textwrap.dedent(
@@ -129,6 +134,7 @@ def _weights(result):
     return {k: v.clone() for k, v in result.model.state_dict().items()}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workers", [0, 2])
 def test_same_seed_is_bitwise_identical(tmp_path, workers):
     runs = []
@@ -144,12 +150,14 @@ def test_same_seed_is_bitwise_identical(tmp_path, workers):
     assert all(torch.equal(w1[k], w2[k]) for k in w1)
 
 
+@pytest.mark.slow
 def test_another_seed_differs(tmp_path):
     a = trainwell.fit(synthetic_cfg(tmp_path, "run.seed=1", name="a"))
     b = trainwell.fit(synthetic_cfg(tmp_path, "run.seed=2", name="b"))
     assert not torch.equal(a.model[1].weight, b.model[1].weight)
 
 
+@pytest.mark.slow
 def test_gradient_accumulation_matches_the_full_batch(tmp_path):
     common = ["model.kwargs.dropout=0", "train.precision=fp32", "optim.name=sgd",
               "optim.lr=0.1", "train.grad_clip=0"]  # fmt: skip
@@ -160,6 +168,7 @@ def test_gradient_accumulation_matches_the_full_batch(tmp_path):
         torch.testing.assert_close(accum.model.state_dict()[k], v, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("precision", ["fp32", "bf16", "fp16"])
 def test_each_precision_trains(tmp_path, precision):
     cfg = synthetic_cfg(tmp_path, f"train.precision={precision}", "train.epochs=4", "optim.lr=0.02")
@@ -185,6 +194,7 @@ def test_auto_precision_follows_the_cpu(tmp_path, monkeypatch):
     assert resolve_precision("auto", torch.device("cpu")) == "bf16"
 
 
+@pytest.mark.slow
 def test_max_steps_and_lr_schedule_per_optimizer_step(tmp_path):
     cfg = synthetic_cfg(tmp_path, "train.max_steps=20", "train.epochs=50", "sched.warmup_steps=5",
                         "train.log_every=1", "sched.min_lr_ratio=0.0")  # fmt: skip
@@ -200,6 +210,7 @@ def test_max_steps_and_lr_schedule_per_optimizer_step(tmp_path):
     assert lrs[12] == pytest.approx(3e-3 * 0.5 * (1 + math.cos(math.pi * 8 / 15)))
 
 
+@pytest.mark.slow
 def test_early_stopping(tmp_path):
     cfg = synthetic_cfg(tmp_path, "train.epochs=30", "optim.lr=1e-9", "sched.name=constant",
                         "early_stop.patience=2", "early_stop.monitor=val/loss",
@@ -209,6 +220,7 @@ def test_early_stopping(tmp_path):
     assert summary["steps"] == 3 * 14  # best at epoch 1, then two without improvement
 
 
+@pytest.mark.slow
 def test_step_checkpoints_rotate(tmp_path):
     cfg = synthetic_cfg(tmp_path, "checkpoint.every_steps=5", "checkpoint.keep_last=2")
     result = trainwell.fit(cfg)
@@ -216,6 +228,7 @@ def test_step_checkpoints_rotate(tmp_path):
     assert names == ["best.pt", "last.pt", "step-20.pt", "step-25.pt"]
 
 
+@pytest.mark.slow
 def test_full_disk_at_save_fails_cleanly(tmp_path, monkeypatch):
     import errno
 
@@ -231,12 +244,14 @@ def test_full_disk_at_save_fails_cleanly(tmp_path, monkeypatch):
     assert summary["status"] == "failed" and "No space left" in summary["error"]
 
 
+@pytest.mark.slow
 def test_signal_handlers_are_restored(tmp_path):
     before = signal.getsignal(signal.SIGTERM)
     trainwell.fit(synthetic_cfg(tmp_path))
     assert signal.getsignal(signal.SIGTERM) is before
 
 
+@pytest.mark.slow
 def test_sigterm_saves_state_and_marks_interrupted(tmp_path):
     args = ["train", "run.dir=run", "train.epochs=500", "data.name=synthetic",
             "data.kwargs.num_samples=4096", "model.name=mlp"]  # fmt: skip
@@ -272,6 +287,7 @@ def test_sigterm_saves_state_and_marks_interrupted(tmp_path):
     assert "interrupted" in out
 
 
+@pytest.mark.slow
 def test_default_recipe_reaches_98_percent_on_digits(tmp_path):
     """The built-in default (what `trainwell train` runs) as a golden check."""
     result = trainwell.fit(cfg_for(tmp_path))
@@ -279,6 +295,7 @@ def test_default_recipe_reaches_98_percent_on_digits(tmp_path):
     assert read_summary(result.run_dir)["steps"] == 20 * (1257 // 64)
 
 
+@pytest.mark.slow
 def test_progress_bar_on_a_terminal_and_lines_elsewhere(tmp_path):
     import io
 
@@ -295,6 +312,7 @@ def test_progress_bar_on_a_terminal_and_lines_elsewhere(tmp_path):
     assert "samples/s" in shown and "\x1b[" in shown  # the live bar was drawn
 
 
+@pytest.mark.slow
 def test_logged_train_loss_is_the_mean_of_its_window_across_epochs(tmp_path):
     # 14 steps per epoch with log_every=5: windows straddle epoch ends.
     losses: list[float] = []

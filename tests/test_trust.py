@@ -73,6 +73,7 @@ OVERRIDE_ROUTES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("overrides,module", OVERRIDE_ROUTES)
 def test_safe_refuses_routes_out_of_the_allow_list(capsys, tmp_path, overrides, module):
     err = _refused(capsys, ["train", "--safe", *overrides], "--safe", "run.allow_imports")
@@ -80,6 +81,7 @@ def test_safe_refuses_routes_out_of_the_allow_list(capsys, tmp_path, overrides, 
     _nothing_written(tmp_path)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "spec",
     [
@@ -96,6 +98,7 @@ def test_safe_refuses_callbacks_and_loggers_from_a_file(capsys, tmp_path, spec):
         _nothing_written(tmp_path, keep=("their.yaml",))
 
 
+@pytest.mark.slow
 def test_safe_refuses_a_metric_object_outside(capsys, tmp_path):
     config = _write_config(
         tmp_path, {"train": {"metrics": {"x": {"name": "joblib:load", "kwargs": {}}}}}
@@ -103,6 +106,7 @@ def test_safe_refuses_a_metric_object_outside(capsys, tmp_path):
     _refused(capsys, ["train", "--safe", "--config", config], "train.metrics.x", "joblib")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "kwarg,value",
     [
@@ -126,6 +130,7 @@ def test_safe_refuses_kwargs_that_load_or_run(capsys, tmp_path, kwarg, value):
     _nothing_written(tmp_path, keep=("their.yaml", "loaders_kw.py", "__pycache__"))
 
 
+@pytest.mark.slow
 def test_safe_refuses_a_users_module_that_hands_on_a_third_party_loader(capsys, tmp_path):
     # Re-exports are judged by where the object comes from, not the module named.
     (tmp_path / "reexport_a.py").write_text("import numpy as np\nfrom numpy import load\n")
@@ -134,6 +139,7 @@ def test_safe_refuses_a_users_module_that_hands_on_a_third_party_loader(capsys, 
     _refused(capsys, ["train", "--safe", "model.name=reexport_a:np"], "reaches numpy")
 
 
+@pytest.mark.slow
 def test_a_config_file_cannot_widen_safe_mode_itself(capsys, tmp_path):
     config = _write_config(
         tmp_path, {"run": {"allow_imports": ["numpy"]}, "model": {"name": "numpy:load"}}
@@ -144,6 +150,7 @@ def test_a_config_file_cannot_widen_safe_mode_itself(capsys, tmp_path):
     _refused(capsys, ["train", "--safe", "--config", config], "reaches numpy")
 
 
+@pytest.mark.slow
 def test_allow_imports_on_the_command_line_widens_it(capsys, tmp_path):
     (tmp_path / "fromnp.py").write_text("import numpy as np\n")
     argv = ["train", "--safe", "--dry-run", "model.name=fromnp:np.load"]
@@ -154,12 +161,14 @@ def test_allow_imports_on_the_command_line_widens_it(capsys, tmp_path):
     assert "--safe" not in err
 
 
+@pytest.mark.slow
 def test_the_standard_library_refusal_says_configs_are_code(capsys, tmp_path):
     for path in ("os:system", "subprocess:run", "torch:os.system", "pickle:loads"):
         _refused(capsys, ["train", f"model.name={path}"], "configs are code", "--safe")
     _nothing_written(tmp_path)
 
 
+@pytest.mark.slow
 def test_without_safe_a_config_is_trusted_like_a_script(tmp_path, capsys):
     # The default: a third-party callable a config names does run (here it writes a file).
     config = _write_config(
@@ -173,12 +182,14 @@ def test_without_safe_a_config_is_trusted_like_a_script(tmp_path, capsys):
 
 # What --safe still lets through: a config that builds a run from the allow-list and the
 # user's own files.
+@pytest.mark.slow
 def test_safe_runs_the_default_digits_training(tmp_path, capsys):
     code = main(["train", "--safe", "train.max_steps=3", "run.dir=r"])
     assert code == 0, capsys.readouterr().err
     assert "safe: true" in (tmp_path / "r" / "config.yaml").read_text()
 
 
+@pytest.mark.slow
 def test_safe_allows_torch_optimizers_schedulers_losses_and_torchmetrics(tmp_path, capsys):
     config = _write_config(
         tmp_path,
@@ -196,6 +207,7 @@ def test_safe_allows_torch_optimizers_schedulers_losses_and_torchmetrics(tmp_pat
     assert code == 0, capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_safe_allows_the_users_own_module_in_the_working_directory(tmp_path, capsys):
     (tmp_path / "my_nets.py").write_text(
         textwrap.dedent(
@@ -246,6 +258,7 @@ def _cli(*argv: str, cwd: Path, env: dict | None = None) -> subprocess.Completed
     )
 
 
+@pytest.mark.slow
 def test_safe_as_a_real_command_refuses_before_writing(tmp_path):
     out = tmp_path / "pwned.npy"
     config = _write_config(
@@ -261,6 +274,7 @@ def test_safe_as_a_real_command_refuses_before_writing(tmp_path):
         assert sorted(p.name for p in tmp_path.iterdir()) == ["their.yaml"]
 
 
+@pytest.mark.slow
 def test_every_verb_that_reads_a_config_takes_safe():
     from trainwell.cli import _parser
 
@@ -275,6 +289,7 @@ def test_every_verb_that_reads_a_config_takes_safe():
     }
 
 
+@pytest.mark.slow
 def test_predict_safe_refuses_a_checkpoint_naming_code_outside(tmp_path):
     # A run whose model comes from a module that is not under the working directory of
     # the later predict (a checkpoint from elsewhere): --safe refuses to import it.
@@ -301,6 +316,7 @@ def test_predict_safe_refuses_a_checkpoint_naming_code_outside(tmp_path):
     assert trusted.returncode == 0, trusted.stderr
 
 
+@pytest.mark.slow
 def test_safe_under_a_launcher_refuses_before_any_worker_starts(tmp_path):
     done = _cli("train", "--safe", "--nproc", "2", "model.name=joblib:load", cwd=tmp_path)
     assert done.returncode == 2, done.stderr

@@ -64,6 +64,7 @@ def _no_raw(stream: bytes) -> None:
         assert raw not in stream, (raw, stream[:400])
 
 
+@pytest.mark.slow
 def test_runs_table_escapes_names(runs_dir):
     done = _cli("runs", "runs", cwd=runs_dir)
     assert done.returncode == 0, done.stderr
@@ -76,6 +77,7 @@ def test_runs_table_escapes_names(runs_dir):
     assert len(out.strip().splitlines()) == 1 + 1 + len(EVIL_NAMES)
 
 
+@pytest.mark.slow
 def test_runs_json_is_escaped_by_json(runs_dir):
     done = _cli("runs", "runs", "--json", cwd=runs_dir)
     assert done.returncode == 0
@@ -84,6 +86,7 @@ def test_runs_json_is_escaped_by_json(runs_dir):
     assert os.fsdecode(EVIL_NAMES[0]) in names
 
 
+@pytest.mark.slow
 def test_report_and_diff_escape_names(runs_dir):
     evil = [os.fsdecode(os.path.join(b"runs", n)) for n in EVIL_NAMES[:3]]
     done = _cli("report", *evil, "--out", "r.html", cwd=runs_dir)
@@ -94,6 +97,7 @@ def test_report_and_diff_escape_names(runs_dir):
     _no_raw(done.stdout + done.stderr)
 
 
+@pytest.mark.slow
 def test_error_lines_escape_what_they_quote(runs_dir):
     missing = os.fsdecode(b"nothing\x1b]0;x\x07here")
     for argv in (["runs", missing], ["report", missing], ["predict", missing, "--split", "val"]):
