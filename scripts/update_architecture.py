@@ -12,7 +12,7 @@ first line of the assignment. Run this after moving code::
 
 A reference whose file or symbol no longer exists cannot be fixed by a line number: it is
 printed, the file is left as it is, and the exit code is 1 (edit the reference by hand).
-``tests/test_architecture_doc.py`` runs ``--check``'s logic.
+``tests/project/test_architecture_doc.py`` runs ``--check``'s logic.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""User loggers and callbacks that hang, for tests/test_procs_stop.py (imported by path)."""
+"""User loggers and callbacks that hang, for tests/e2e/test_procs_stop.py (imported by path)."""
 
 from __future__ import annotations
 

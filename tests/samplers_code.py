@@ -1,4 +1,4 @@
-"""User code for tests/test_samplers.py: data sets, sampler factories, recording models.
+"""User code for tests/unit/engine/test_samplers.py: data sets, sampler factories, recording models.
 
 Every training sample carries its index (the first input column of the tabular set, the
 first column of a padded text batch), and the models append the indices of each

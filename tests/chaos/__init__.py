@@ -1,7 +1,7 @@
 """chaos: an adversarial sweep of trainwell's crash, resume and refusal contracts.
 
 Real processes, real signals, tiny CPU runs. ``python -m tests.chaos --full`` runs every
-case and prints a table; ``tests/test_chaos_short.py`` runs the short set under pytest.
+case and prints a table; ``tests/e2e/test_chaos_short.py`` runs the short set under pytest.
 Each case runs in its own folder and returns pass/fail with the reason.
 """
 

@@ -2,7 +2,8 @@
 
 A case is a correct script (``ok_*.py``, where no warning or error is the right answer) or
 a planted bug (an entry of ``_mutations.MUTATIONS`` applied to one). Both the test
-(``tests/test_doctor_field.py``) and the score (``benchmarks/doctor_field.py``) use this.
+(``tests/unit/doctor/test_doctor_field.py``) and the score (``benchmarks/doctor_field.py``)
+use this.
 """
 
 from __future__ import annotations

@@ -38,8 +38,8 @@ How to add a verb:
 2. Its module name in ``COMMANDS`` in ``trainwell/cli.py``.
 3. Bad input raises :class:`~trainwell.errors.UserError` with a one-line message, checked
    before any slow work where it can be; a failed check that is not bad input returns 1.
-4. Tests: ``tests/test_cli_verbs.py`` finds the module by itself and checks that it is
+4. Tests: ``tests/unit/cli/test_cli_verbs.py`` finds the module by itself and checks that it is
    registered, that ``trainwell mine --help`` works and that it imports no torch;
-   ``tests/test_startup.py`` counts the modules every ``--help`` imports. Add the verb's
-   own tests, with its one-line errors, beside the others (``tests/test_cli.py``).
+   ``tests/e2e/test_startup.py`` counts the modules every ``--help`` imports. Add the verb's
+   own tests, with its one-line errors, beside the others (``tests/unit/cli/test_cli.py``).
 """

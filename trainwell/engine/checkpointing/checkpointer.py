@@ -47,7 +47,7 @@ from trainwell.loggers import Loggers
 class Checkpointer:
     """The run's stateful objects, saved and restored together.
 
-    Example (the full cycle is in ``tests/test_resume.py``)::
+    Example (the full cycle is in ``tests/unit/engine/test_resume.py``)::
 
         ckpt = Checkpointer(cfg, place, model, optimizer, scheduler, precision, stopper, loop)
         ckpt.save(run, loggers, ["last.pt"])

@@ -149,7 +149,7 @@ def consolidate(folder: Path) -> dict[str, Any]:
     """One checkpoint dict (``model`` as a full state_dict, ``config``, ``step``, ...) from
     a sharded folder, in this process: what ``trainwell export`` writes out.
 
-    Example (in ``tests/test_fsdp.py``)::
+    Example (in ``tests/e2e/test_fsdp.py``)::
 
         state = consolidate(run / "checkpoints" / "last")
         model.load_state_dict(state["model"])

@@ -1,0 +1,63 @@
+"""``data-bottleneck`` on a busy machine: CPU-burning processes beside the run must not
+make a tiny loop look data-bound, nor hide a real bottleneck. The doctor's timings are
+taken less the time the training thread sat queued for a CPU."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from trainwell.cli import main
+from trainwell.doctor.clock import queued
+
+CORPUS = Path(__file__).resolve().parents[2] / "doctor_corpus"
+TINY = ["ok_tiny_mnist_examples_style", "ok_tiny_mnist_quickstart_style",
+        "ok_tiny_mnist_cnn_augment"]  # fmt: skip
+REAL = ["slow_data_decode_per_sample", "bottleneck_csv_rows_parsed_per_item"]
+
+
+@pytest.fixture
+def busy_machine():
+    """Three processes spinning on the CPU for the length of the test."""
+    burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(3)]
+    yield
+    for p in burners:
+        p.kill()
+        p.wait()
+
+
+def bottlenecks(script: str, tmp_path: Path) -> list[dict]:
+    out = tmp_path / f"{script}.json"
+    assert main(["doctor", "--json", str(out), str(CORPUS / f"{script}.py")]) == 0
+    return [f for f in json.loads(out.read_text())["findings"] if f["code"] == "data-bottleneck"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("script", TINY)
+def test_a_tiny_loop_beside_busy_processes_is_no_bottleneck(script, tmp_path, busy_machine):
+    assert bottlenecks(script, tmp_path) == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("script", REAL)
+def test_a_real_bottleneck_beside_busy_processes_is_still_found(script, tmp_path, busy_machine):
+    found = bottlenecks(script, tmp_path)
+    assert len(found) == 1 and found[0]["severity"] == "warning"
+    # The wait per batch is the loading's own (sleeps standing for file reads), not
+    # inflated by the queue for a CPU.
+    assert 30 < found[0]["evidence"]["wait_ms"] < 120
+
+
+@pytest.mark.slow
+def test_the_queued_time_grows_while_another_process_holds_the_cpu(busy_machine):
+    if not Path("/proc/thread-self/schedstat").exists():
+        pytest.skip("the system does not count queued time")
+    start = queued()
+    x = 0
+    for i in range(3_000_000):  # about a second of work, shared with three spinners
+        x += i
+    assert queued() > start
