@@ -55,8 +55,9 @@ from trainwell.engine.run.failure import end_failed
 from trainwell.engine.run.result import FitResult
 from trainwell.engine.run.run_files import (
     finish,
-    open_loggers,
     open_run_dir,
+    run_loggers,
+    start_loggers,
     start_summary,
 )
 from trainwell.engine.run.stop_report import annotate
@@ -327,19 +328,17 @@ def _train(s: _Session, parts: Parts, plan: Assembly) -> FitResult:
         # Last of all: set-up above must not shift the random streams the run continues.
         ckpt.restore_rng(resumed[1])
     progress = Progress(console, plan.total_steps, plan.loop.step, epoch=lambda: plan.loop.epoch)
-    # A logger that cannot start ends the run as failed, below: the Trainer is whole first.
-    loggers, logger_error = open_loggers(
-        cfg, place, run, progress, plan.loop, resumed,
-        lambda m: console.print(m, markup=False, highlight=False),
-    )  # fmt: skip
+    say = lambda m: console.print(m, markup=False, highlight=False)  # noqa: E731
+    loggers = run_loggers(run, progress, plan.loop, say)
     profiler = None
-    if cfg.train.profile and place.is_main and logger_error is None:
+    if cfg.train.profile and place.is_main:
         profiler = StepProfiler(run.path, device=place.device, with_stack=s.doc is None)
     trainer = Trainer.start(plan, run=run, progress=progress, loggers=loggers, profiler=profiler)
     started = time.time()
     try:
-        if logger_error is not None:
-            raise UserError(logger_error)
+        # Inside: a store that cannot start, or a signal while it stalls, ends the run
+        # as failed or interrupted like any error of the run.
+        start_loggers(loggers, cfg, place, run, plan.loop, resumed)
         summary["stop_reason"] = trainer.train(resumed is not None)
         trainer.end_profile()  # a run shorter than the profiler's window
         trainer.progress.close()

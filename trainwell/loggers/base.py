@@ -73,6 +73,11 @@ class Loggers:
     def names(self) -> list[str]:
         return [name for name, _ in self._named]
 
+    def add(self, named: list[tuple[str, Any]]) -> None:
+        """More loggers, after those given (the optional ones start once the run's own
+        are in place: a store that cannot start then fails a run that records it)."""
+        self._named += named
+
     def active(self) -> Mapping[str, Any]:
         """The loggers still on, by name (a callback may write to one, e.g. an image)."""
         return MappingProxyType(dict(self._named))

@@ -42,7 +42,7 @@ def run(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
 def check_project(root: Path, package: str) -> None:
     files = {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()}
     assert {"configs/default.yaml", f"src/{package}/model.py", f"src/{package}/data.py",
-            "tests/test_model.py", "tests/unit/engine/test_train.py", "tests/test_environment.py",
+            "tests/test_model.py", "tests/test_train.py", "tests/test_environment.py",
             "requirements.txt", "README.md", ".gitignore"} <= files  # fmt: skip
     pins = (root / "requirements.txt").read_text().splitlines()
     # The public version: a local label (+cpu) is not served by the package index.

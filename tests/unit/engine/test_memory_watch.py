@@ -113,9 +113,9 @@ def test_checkpoint_writes_last_pt_at_the_step_and_goes_on(tmp_path, every_log_p
     saves: list[tuple[int, list[str]]] = []
     real = Checkpointer.save
 
-    def spy(self, run_dir, names):
+    def spy(self, run_dir, loggers, names):
         saves.append((self.loop.step, list(names)))
-        return real(self, run_dir, names)
+        return real(self, run_dir, loggers, names)
 
     monkeypatch.setattr(Checkpointer, "save", spy)
     result, out = run(tmp_path, "leaky_step", "doctor.memory_growth_action=checkpoint")

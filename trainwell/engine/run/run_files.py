@@ -167,42 +167,48 @@ def start_summary(trainer: Assembly, resumed_from: Path | None) -> dict[str, Any
     }
 
 
-def open_loggers(
-    cfg: Config,
-    place: Placement,
-    run: RunDir,
-    progress: Progress,
-    loop: LoopState,
-    resumed: tuple[Path, dict[str, Any]] | None,
-    say: Callable[[str], None],
-) -> tuple[Loggers, str | None]:
-    """The run's loggers: metrics.csv and the progress display on every rank, and on rank 0
-    those ``log.*`` asks for, continuing a resumed run's own logs; the config goes to each.
-
-    A logger that cannot start (a tracking store that does not open, a user logger that
-    raises) is the second value, the same on every rank (the run stops with it before the
-    first step); the loggers are then metrics.csv and the progress display only.
-    """
+def run_loggers(
+    run: RunDir, progress: Progress, loop: LoopState, say: Callable[[str], None]
+) -> Loggers:
+    """The loggers every run has, on every rank: metrics.csv and the progress display
+    (essential: one that fails stops the run); :func:`start_loggers` adds the others."""
     named: list[tuple[str, Any]] = [
         ("csv", CsvLogger(run, epoch=lambda: loop.epoch)),
         ("progress", progress),
     ]
+    return Loggers(named, say=say, essential=("csv", "progress"))
+
+
+def start_loggers(
+    loggers: Loggers,
+    cfg: Config,
+    place: Placement,
+    run: RunDir,
+    loop: LoopState,
+    resumed: tuple[Path, dict[str, Any]] | None,
+) -> None:
+    """Add, on rank 0, those ``log.*`` asks for, continuing a resumed run's own logs; the
+    config goes to each.
+
+    A logger that cannot start (a tracking store that does not open, a user logger that
+    raises) stops the run here, on every rank, before the first step; a signal while a
+    store stalls stops it as any signal does.
+    """
     error = None
     if place.is_main:
         saved = resumed[1].get("loggers") if resumed else None
         try:
             with foreign("starting the loggers"):  # a tracking store that does not answer
-                named += build_loggers(cfg.log, run.path, saved, loop.step, run.rows)
+                loggers.add(build_loggers(cfg.log, run.path, saved, loop.step, run.rows))
         except UserError as exc:
             error = str(exc)
         except Exception as exc:  # the store's own errors: one line, not a traceback
             detail = " ".join(str(exc).split())[:300]
             error = f"log: a logger could not start ({type(exc).__name__}: {detail})"
     error = broadcast_object(error, place)
-    loggers = Loggers(named[:2] if error else named, say=say, essential=("csv", "progress"))
-    if not error:
-        loggers.log_config(config_mod.to_dict(cfg))
-    return loggers, error
+    if error:
+        raise UserError(error)
+    loggers.log_config(config_mod.to_dict(cfg))
 
 
 def finish(
