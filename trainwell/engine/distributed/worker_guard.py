@@ -61,6 +61,20 @@ def die_with_launcher() -> None:
     ).start()
 
 
+def launcher_gone() -> bool:
+    """Is this a worker of a trainwell launcher that has ended? (Its peers are being
+    stopped with it: a collective that breaks now is that stop, not the run failing.)
+
+    Example:
+        >>> launcher_gone()  # not a worker
+        False
+    """
+    pid = os.environ.get(LAUNCHER_PID_ENV)
+    if not pid or not pid.isdigit() or int(pid) == os.getpid():
+        return False
+    return os.getppid() != int(pid)
+
+
 def _set_parent_death_signal(signum: int) -> bool:
     if not sys.platform.startswith("linux"):
         return False

@@ -27,6 +27,8 @@ import time
 from collections.abc import Iterator
 from types import FrameType
 
+from trainwell.engine.distributed.worker_guard import launcher_gone
+
 # How long code that is not the engine's may keep a requested stop waiting.
 HOOK_GRACE_S = float(os.environ.get("TRAINWELL_STOP_GRACE_S", "5"))
 # The stop of the run in progress in this process (foreign() reports to it).
@@ -151,9 +153,12 @@ class GracefulStop:
 
 def stopped_by_peer(exc: BaseException, stop: GracefulStop) -> BaseException:
     """``exc`` as the run's end should be told: a collective that broke while this rank
-    was stopping (its peer ended first) is the stop, not a failure of the run."""
-    if stop.signum is not None and _peer_gone(exc):
-        return Interrupted(stop.signum, abort=True, why="a peer process stopped first")
+    was stopping (its peer ended first) is the stop, not a failure of the run; so is one
+    that broke once this worker's launcher ended (the launcher's end stops every worker,
+    and a peer may stop before this rank's own signal has been handled)."""
+    if _peer_gone(exc) and (stop.signum is not None or launcher_gone()):
+        signum = stop.signum or signal.SIGTERM
+        return Interrupted(signum, abort=True, why="a peer process stopped first")
     return exc
 
 
