@@ -55,7 +55,7 @@ def test_sigkill_of_the_launcher_ends_its_workers(tmp_path, how):
     assert not left, f"workers {left} outlived the launcher (SIGKILL to the {how})"
     # They stopped the graceful way: the run says it was interrupted, and is free to resume.
     summary = json.loads((run / "summary.json").read_text())
-    assert summary["status"] in ("interrupted", "running"), summary
+    assert summary["status"] in ("interrupted", "running"), summary.get("error")
 
 
 @pytest.mark.slow

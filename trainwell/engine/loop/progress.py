@@ -6,6 +6,8 @@ by :func:`make_console` keeps every line whole, the resume command included.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
 from collections.abc import Callable, Mapping
 from typing import IO
@@ -25,7 +27,21 @@ def make_console(file: IO[str] | None = None, quiet: bool = False) -> Console:
     """
     stream = file if file is not None else sys.stdout
     terminal = hasattr(stream, "isatty") and stream.isatty()
-    return Console(file=file, quiet=quiet, soft_wrap=not terminal)
+    return RunConsole(file=file, quiet=quiet, soft_wrap=not terminal)
+
+
+class RunConsole(Console):
+    """rich's console, except that output whose reader is gone (a launcher killed with
+    its pipe, ``trainwell train | head``) is dropped rather than ending the process:
+    rich raises ``SystemExit(1)`` there, which would turn a graceful stop (the run
+    saving its state) into a failed run."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        # Where stdout is a real descriptor, later writes (print, logging) go nowhere too.
+        with contextlib.suppress(AttributeError, OSError, ValueError):
+            os.dup2(devnull, sys.stdout.fileno())
 
 
 class Progress:
