@@ -313,17 +313,16 @@ def test_a_resumed_trainer_starts_after_the_finished_epoch(tmp_path):
 def test_an_assembly_whose_parts_are_not_wired_together_is_refused(tmp_path, part):
     """The stepper marks the loop's clock, the checkpointer saves the loop's state and
     callbacks: a second object of one of them is a wiring mistake, named at once."""
-    import dataclasses
-
     from trainwell.engine.loop.assembly import Assembly
     from trainwell.engine.state.callbacks import Callbacks
     from trainwell.engine.state.loop_state import LoopState
     from trainwell.engine.step.anatomy import StepClock
 
     plan = kit.make_trainer(tmp_path / "run").trainer
-    fields = {f.name: getattr(plan, f.name) for f in dataclasses.fields(Assembly)}
-    fields[part] = {"clock": StepClock(kit.CPU), "loop": LoopState(kit.CPU),
-                    "callbacks": Callbacks([])}[part]  # fmt: skip
+    parts = plan.parts()
+    assert "run" not in parts  # the Assembly's fields only, not the Trainer's additions
+    parts[part] = {"clock": StepClock(kit.CPU), "loop": LoopState(kit.CPU),
+                   "callbacks": Callbacks([])}[part]  # fmt: skip
     with pytest.raises(ValueError, match=f"not wired together: .*{part}"):
-        Assembly(**fields)
-    Assembly(**{f.name: getattr(plan, f.name) for f in dataclasses.fields(Assembly)})
+        Assembly(**parts)
+    Assembly(**plan.parts())

@@ -41,10 +41,9 @@ def die_with_launcher() -> None:
     Example:
         >>> die_with_launcher()  # not a worker: nothing happens
     """
-    pid = os.environ.get(LAUNCHER_PID_ENV)
-    if not pid or not pid.isdigit() or int(pid) == os.getpid():
+    launcher = _launcher_pid()
+    if launcher is None:
         return
-    launcher = int(pid)
     if os.getppid() != launcher:
         # Either the launcher is already gone (we were adopted before we could ask for
         # the signal), or a worker started something that inherited our environment:
@@ -69,10 +68,17 @@ def launcher_gone() -> bool:
         >>> launcher_gone()  # not a worker
         False
     """
+    launcher = _launcher_pid()
+    return launcher is not None and os.getppid() != launcher
+
+
+def _launcher_pid() -> int | None:
+    """The trainwell launcher this process is a worker of (``None``: not a worker, or
+    the launcher itself)."""
     pid = os.environ.get(LAUNCHER_PID_ENV)
     if not pid or not pid.isdigit() or int(pid) == os.getpid():
-        return False
-    return os.getppid() != int(pid)
+        return None
+    return int(pid)
 
 
 def _set_parent_death_signal(signum: int) -> bool:

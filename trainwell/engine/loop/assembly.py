@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import signal
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Protocol
 
 from torch import nn
@@ -88,8 +88,9 @@ class Assembly:
             raise Interrupted(self.stop.signum or signal.SIGTERM)
 
     def parts(self) -> dict[str, Any]:
-        """Its fields by name, to build a Trainer from (shallow: the same objects)."""
-        return {name: getattr(self, name) for name in self.__dataclass_fields__}
+        """The Assembly's own fields by name (a Trainer's too, without what it adds), to
+        build a Trainer from; shallow: the same objects."""
+        return {f.name: getattr(self, f.name) for f in fields(Assembly)}
 
 
 class StepsProfiler(Protocol):
