@@ -26,13 +26,13 @@ def render_html(runs: list[Run]) -> str:
         >>> page.startswith("<!DOCTYPE html>") and "completed" in page
         True
     """
-    js, env = plotly_js(), _jinja()
-    if js is None or env is None:
+    js, page = plotly_js(), _page()
+    if js is None or page is None:
         return fallback_html(runs)
     from trainwell import __version__
 
     ctx = build_context(runs)
-    return env.from_string(templates.PAGE).render(
+    return page.render(
         **ctx, css=templates.CSS, script=templates.SCRIPT, plotly_js=js, version=__version__
     )
 
@@ -61,12 +61,14 @@ def _safe_script(js: str) -> str:
 
 
 @functools.lru_cache(maxsize=1)
-def _jinja() -> Any:
+def _page() -> Any:
+    """The page's template, compiled once per process (a tenth of a second per run)."""
     try:
         import jinja2
     except ImportError:
         return None
-    return jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
+    env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
+    return env.from_string(templates.PAGE)
 
 
 def fallback_html(runs: list[Run]) -> str:

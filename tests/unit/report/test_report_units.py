@@ -169,7 +169,7 @@ def test_without_plotly_or_jinja2_a_plain_page(real_run, tmp_path, monkeypatch):
     summary = json.loads((real_run / "summary.json").read_text())
     assert f"{summary['final']['val/loss']:.4g}" in page and "data:image/png;base64," in page
     monkeypatch.undo()
-    monkeypatch.setattr(render, "_jinja", lambda: None)
+    monkeypatch.setattr(render, "_page", lambda: None)
     assert "trainwell[report]" in write_report([real_run], tmp_path / "p2.html").read_text()
 
 

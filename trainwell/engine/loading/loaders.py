@@ -236,7 +236,10 @@ class TrainData:
         """The micro-batches of each optimizer step of ``epoch``, after ``skip_steps`` steps.
 
         The order is a function of (seed, epoch): the sampler's permutation and the
-        workers' seeds are set from them before the loader is iterated.
+        workers' seeds are set from them before the loader is iterated. The loader's
+        iterator is made (and a resumed epoch's batches skipped) here, before the first
+        step is drawn: the loop times its steps from then on, as a hand-written loop times
+        ``for batch in batches`` after ``batches = iter(loader)``.
         """
         skip_batches = self.start_epoch(epoch, skip_steps)
         batches = iter(self.loader)
@@ -244,6 +247,9 @@ class TrainData:
         for _ in itertools.islice(batches, skip_batches):
             pass
         left = None if self.steps_per_epoch is None else self.steps_per_epoch - skip_steps
+        return self._steps(batches, left)
+
+    def _steps(self, batches: Iterator[Any], left: int | None) -> Iterator[list[Any]]:
         counted = itertools.count() if left is None else range(left)
         if self.accum == 1:  # the usual: no islice and list per step (the same batches)
             for _, batch in zip(counted, batches):

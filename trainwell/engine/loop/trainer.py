@@ -113,10 +113,12 @@ class Trainer(Assembly):
             self.model.train()
             # Labels the data set could not show up front are checked in the first epoch.
             self.stepper.inspect_epoch(self.check_labels, epoch)
+            # The epoch's iterator is made before its steps are timed.
+            left = self.total_steps - self.loop.step
+            steps = itertools.islice(self.data.epoch(epoch, skip), left)
             self._epoch_started = started = time.perf_counter()
             self.clock.restart()  # the evaluation before this epoch is no step's time
-            left = self.total_steps - self.loop.step
-            for micro_batches in itertools.islice(self.data.epoch(epoch, skip), left):
+            for micro_batches in steps:
                 self.train_step(micro_batches)
                 self.after_step()
                 if self.callbacks.stop_requested_by or self._memory_action == "stop":
