@@ -10,7 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from trainwell.cli import main
+# One intra-op thread in every test process and the processes they start (set before torch
+# is imported; a child inherits it): the suite runs two workers, and their subprocesses, on
+# two cores, and torch's default of a thread per core made the OpenMP threads of several
+# processes spin against each other. A tiny in-process run took 9.8 s of CPU and 30 s on a
+# loaded machine with 2 threads, 1.2 s and 4.6 s with one. A test about threads sets its own.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+if "torch" in sys.modules:  # imported before this file (a plugin): set it there too
+    sys.modules["torch"].set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+
+from trainwell.cli import main  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 
