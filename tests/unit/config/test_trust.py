@@ -13,12 +13,26 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 
 from trainwell import trust
 from trainwell.cli import main
 
 ROOT = Path(__file__).resolve().parents[3]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_torch_thread():
+    # Tiny models: one torch thread, here and in the processes started, is faster than
+    # two, and many times faster on a 2-core machine running two test workers (no threads
+    # spinning for a core).
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("OMP_NUM_THREADS", "1")
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        yield
+        torch.set_num_threads(threads)
 
 
 @pytest.fixture(autouse=True)
@@ -259,17 +273,24 @@ def _cli(*argv: str, cwd: Path, env: dict | None = None) -> subprocess.Completed
 
 
 @pytest.mark.slow
-def test_safe_as_a_real_command_refuses_before_writing(tmp_path):
+def test_safe_as_a_real_command_refuses_before_writing(tmp_path, capsys):
+    # train as a real process; the other verbs through the same main, in this one.
     out = tmp_path / "pwned.npy"
     config = _write_config(
         tmp_path, {"callbacks": [{"name": "numpy:save", "kwargs": {"file": str(out),
                                                                    "arr": [1]}}]}
     )  # fmt: skip
     for verb in (["train"], ["lr-find", "--steps", "3"], ["bench-data"], ["profile"]):
-        done = _cli(*verb, "--safe", "--config", config, cwd=tmp_path)
-        assert done.returncode == 2, (verb, done.stderr)
-        assert done.stderr.count("\n") == 1, done.stderr
-        assert "outside what --safe allows" in done.stderr
+        argv = [*verb, "--safe", "--config", config]
+        if verb == ["train"]:
+            done = _cli(*argv, cwd=tmp_path)
+            code, err = done.returncode, done.stderr
+        else:
+            trust.reset(None)
+            code, err = main(argv), capsys.readouterr().err
+        assert code == 2, (verb, err)
+        assert err.count("\n") == 1, err
+        assert "outside what --safe allows" in err
         assert not out.exists()
         assert sorted(p.name for p in tmp_path.iterdir()) == ["their.yaml"]
 
@@ -290,7 +311,7 @@ def test_every_verb_that_reads_a_config_takes_safe():
 
 
 @pytest.mark.slow
-def test_predict_safe_refuses_a_checkpoint_naming_code_outside(tmp_path):
+def test_predict_safe_refuses_a_checkpoint_naming_code_outside(tmp_path, monkeypatch, capsys):
     # A run whose model comes from a module that is not under the working directory of
     # the later predict (a checkpoint from elsewhere): --safe refuses to import it.
     lib = tmp_path / "lib"
@@ -301,19 +322,25 @@ def test_predict_safe_refuses_a_checkpoint_naming_code_outside(tmp_path):
     )
     work = tmp_path / "work"
     work.mkdir()
-    env = {"PYTHONPATH": f"{ROOT}{os.pathsep}{lib}"}
-    done = _cli("train", "model.name=far_nets:build", "train.max_steps=2", "run.dir=r",
-                cwd=work, env=env)  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    refused = _cli("predict", "--safe", "r", "--split", "val", cwd=work, env=env)
-    assert refused.returncode == 2, refused.stderr
-    assert "far_nets" in refused.stderr and "--safe" in refused.stderr
-    exported = _cli("export", "--safe", "r", "--format", "torchscript", "--out", "m.pt",
-                    cwd=work, env=env)  # fmt: skip
-    assert exported.returncode == 2 and "far_nets" in exported.stderr, exported.stderr
-    assert not (work / "m.pt").exists()
-    trusted = _cli("predict", "r", "--split", "val", cwd=work, env=env)
-    assert trusted.returncode == 0, trusted.stderr
+    monkeypatch.chdir(work)
+    monkeypatch.syspath_prepend(str(lib))
+    try:
+        code = main(["train", "model.name=far_nets:build", "train.max_steps=2", "run.dir=r"])
+        assert code == 0, capsys.readouterr().err
+        capsys.readouterr()
+        trust.reset(None)
+        assert main(["predict", "--safe", "r", "--split", "val"]) == 2
+        err = capsys.readouterr().err
+        assert "far_nets" in err and "--safe" in err, err
+        trust.reset(None)
+        code = main(["export", "--safe", "r", "--format", "torchscript", "--out", "m.pt"])
+        err = capsys.readouterr().err
+        assert code == 2 and "far_nets" in err, err
+        assert not (work / "m.pt").exists()
+        trust.reset(None)
+        assert main(["predict", "r", "--split", "val"]) == 0, capsys.readouterr().err
+    finally:
+        sys.modules.pop("far_nets", None)
 
 
 @pytest.mark.slow

@@ -11,11 +11,25 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from trainwell.config import load_config, to_dict, to_yaml
 from trainwell.errors import UserError
 
 ROOT = Path(__file__).resolve().parents[3]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_torch_thread():
+    # Tiny models: one torch thread, here and in the processes started, is faster than
+    # two, and many times faster on a 2-core machine running two test workers (no threads
+    # spinning for a core).
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("OMP_NUM_THREADS", "1")
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        yield
+        torch.set_num_threads(threads)
 
 
 def _write(tmp_path: Path, text: str, name: str = "c.yaml") -> Path:
@@ -187,7 +201,7 @@ class UsesToken:
 
 
 @pytest.mark.slow
-def test_env_values_are_used_but_never_written(tmp_path):
+def test_env_values_are_used_but_never_written(tmp_path, cli, monkeypatch):
     (tmp_path / "tokcb.py").write_text(CALLBACK.replace("{token}", TOKEN))
     config = _write(
         tmp_path,
@@ -208,15 +222,11 @@ def test_env_values_are_used_but_never_written(tmp_path):
         "run:\n"
         "  seed: ${oc.env:TW_TEST_SEED}\n",
     )
-    done = subprocess.run(
-        [sys.executable, "-m", "trainwell", "train", "--config", str(config),
-         "train.max_steps=2", "run.dir=run"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=300,
-        env={**os.environ, "PYTHONPATH": str(ROOT), "TW_TEST_TOKEN": TOKEN,
-             "TW_TEST_SEED": "7"},
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    assert "callback saw the token" in done.stdout
+    monkeypatch.setenv("TW_TEST_TOKEN", TOKEN)
+    monkeypatch.setenv("TW_TEST_SEED", "7")
+    code, out, err = cli("train", "--config", str(config), "train.max_steps=2", "run.dir=run")
+    assert code == 0, err
+    assert "callback saw the token" in out
     files = [p for p in (tmp_path / "run").rglob("*") if p.is_file()]
     files += [p for p in (tmp_path / "mlflow").rglob("*") if p.is_file()]
     assert len(files) > 5 and any(p.suffix == ".sqlite" for p in files)

@@ -6,11 +6,8 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 import re
 import shlex
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -38,6 +35,19 @@ for step in range({steps}):
     opt.step()
     cache.append(torch.zeros({floats}))
 """
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_torch_thread():
+    # Tiny models: one torch thread, here and in the processes started, is faster than
+    # two, and many times faster on a 2-core machine running two test workers (no threads
+    # spinning for a core).
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("OMP_NUM_THREADS", "1")
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        yield
+        torch.set_num_threads(threads)
 
 
 def _rows(path: Path) -> list[dict[str, str]]:
@@ -160,7 +170,7 @@ def _blocks(text: str) -> list[tuple[str, str]]:
 
 
 @pytest.mark.slow
-def test_the_runner_page_example_runs_as_written(tmp_path):
+def test_the_runner_page_example_runs_as_written(tmp_path, cli):
     blocks = _blocks(PAGE.read_text())
     (source,) = [
         body for lang, body in blocks if lang == "python" and body.startswith("# train.py")
@@ -169,10 +179,8 @@ def test_the_runner_page_example_runs_as_written(tmp_path):
     (command,) = [body for lang, body in blocks if lang == "bash"]
     args = shlex.split(command.strip())
     assert args[:2] == ["trainwell", "doctor"]
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.run([sys.executable, "-m", "trainwell", *args[1:]], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=300)  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    code, _, err = cli(*args[1:])  # in-process, from tmp_path: the same main
+    assert code == 0, err[-2000:]
     files = tmp_path / "doctor-files"
     for name in ("memory.csv", "memory.png", "memory_summary.txt", "profile/trace.json",
                  "profile/profile_ops.csv"):  # fmt: skip
