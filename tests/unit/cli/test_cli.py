@@ -6,7 +6,6 @@ import json
 import textwrap
 
 import pytest
-import torch
 
 from tests.conftest import completed_runs, read_summary, run_subprocess
 
@@ -35,19 +34,6 @@ USER_CODE = textwrap.dedent(
         return "a string"
     """
 )
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    # Tiny models: one torch thread, here and in the processes started, is faster than
-    # two, and many times faster on a 2-core machine running two test workers (no threads
-    # spinning for a core).
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("OMP_NUM_THREADS", "1")
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)
-        yield
-        torch.set_num_threads(threads)
 
 
 @pytest.fixture

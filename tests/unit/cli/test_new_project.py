@@ -12,7 +12,6 @@ from importlib.metadata import version
 from pathlib import Path
 
 import pytest
-import torch
 
 from tests.conftest import REPO, read_summary
 from tests.docs_pages import page
@@ -20,19 +19,6 @@ from trainwell.cli import main
 from trainwell.new import new_project, package_name
 
 SECTION = "# From a new project to a deployed model"
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    # Tiny models: one torch thread, here and in the processes started, is faster than
-    # two, and many times faster on a 2-core machine running two test workers (no threads
-    # spinning for a core).
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("OMP_NUM_THREADS", "1")
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)
-        yield
-        torch.set_num_threads(threads)
 
 
 def start(args: list[str], cwd: Path) -> subprocess.Popen:

@@ -15,7 +15,6 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
 
 from trainwell.printable import printable
 
@@ -32,19 +31,6 @@ EVIL_NAMES = [
     b"nl\nsecond-line\x08\x00"[:-1],
 ]
 RAW = (b"\x1b", b"\x07", b"\x9b", b"\r", b"\x7f", "\u202e".encode(), b"\x08")
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    # Tiny models: one torch thread, here and in the processes started, is faster than
-    # two, and many times faster on a 2-core machine running two test workers (no threads
-    # spinning for a core).
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("OMP_NUM_THREADS", "1")
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)
-        yield
-        torch.set_num_threads(threads)
 
 
 def _cli(*argv: str, cwd: Path) -> subprocess.CompletedProcess:

@@ -11,25 +11,11 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
 
 from trainwell.config import load_config, to_dict, to_yaml
 from trainwell.errors import UserError
 
 ROOT = Path(__file__).resolve().parents[3]
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    # Tiny models: one torch thread, here and in the processes started, is faster than
-    # two, and many times faster on a 2-core machine running two test workers (no threads
-    # spinning for a core).
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("OMP_NUM_THREADS", "1")
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)
-        yield
-        torch.set_num_threads(threads)
 
 
 def _write(tmp_path: Path, text: str, name: str = "c.yaml") -> Path:

@@ -10,7 +10,6 @@ import io
 import json
 
 import pytest
-import torch
 
 import trainwell
 from trainwell.benchdata.bench import bench_data
@@ -21,19 +20,6 @@ TABULAR = ["data.name=synthetic", "data.kwargs.num_samples=256", "data.kwargs.sh
            "data.batch_size=32"]  # fmt: skip
 TEXT = [f"data.name={CODE}:texts", "data.batch_size=8",
         f"data.collate={{name: '{CODE}:pad_collate', kwargs: {{pad_id: 0}}}}"]  # fmt: skip
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    # Tiny models: one torch thread, here and in the processes started, is faster than
-    # two, and many times faster on a 2-core machine running two test workers (no threads
-    # spinning for a core).
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("OMP_NUM_THREADS", "1")
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)
-        yield
-        torch.set_num_threads(threads)
 
 
 @pytest.mark.slow

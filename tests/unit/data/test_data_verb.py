@@ -13,19 +13,6 @@ import torch
 from trainwell.data.digits import load_digits_splits
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    # Tiny models: one torch thread, here and in the processes started, is faster than
-    # two, and many times faster on a 2-core machine running two test workers (no threads
-    # spinning for a core).
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("OMP_NUM_THREADS", "1")
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)
-        yield
-        torch.set_num_threads(threads)
-
-
 def user_module(tmp_path, code: str) -> str:
     """Write ``code`` as a fresh module beside the test (a new name each time: no import
     cache shared between tests); its name."""

@@ -7,25 +7,11 @@ import json
 
 import numpy as np
 import pytest
-import torch
 
 from tests.unit.data.test_data_verb import user_module
 from tests.unit.data.test_fashion_mnist import write_fashion
 
 PNG = b"\x89PNG\r\n\x1a\n"
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    # Tiny models: one torch thread, here and in the processes started, is faster than
-    # two, and many times faster on a 2-core machine running two test workers (no threads
-    # spinning for a core).
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("OMP_NUM_THREADS", "1")
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)
-        yield
-        torch.set_num_threads(threads)
 
 
 def run(cli, tmp_path, *args):

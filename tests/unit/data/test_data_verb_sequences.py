@@ -7,7 +7,6 @@ import json
 import statistics
 
 import pytest
-import torch
 
 from tests.unit.data.test_data_verb import user_module
 
@@ -47,19 +46,6 @@ TOKENS = """
         def __getitem__(self, i):
             return torch.linspace(-1, 1, 100 + 10 * i), i % 3
 """
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    # Tiny models: one torch thread, here and in the processes started, is faster than
-    # two, and many times faster on a 2-core machine running two test workers (no threads
-    # spinning for a core).
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("OMP_NUM_THREADS", "1")
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)
-        yield
-        torch.set_num_threads(threads)
 
 
 def run(cli, tmp_path, *args):

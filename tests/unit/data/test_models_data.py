@@ -29,19 +29,6 @@ SHAPES = [(1, 8, 8), (1, 28, 28), (3, 32, 32)]
 # --- built-in models -------------------------------------------------------------------
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    # Tiny models: one torch thread, here and in the processes started, is faster than
-    # two, and many times faster on a 2-core machine running two test workers (no threads
-    # spinning for a core).
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("OMP_NUM_THREADS", "1")
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)
-        yield
-        torch.set_num_threads(threads)
-
-
 @pytest.mark.parametrize("shape", SHAPES)
 @pytest.mark.parametrize("factory", [simple_cnn, mlp])
 def test_builtin_model_output_shape(factory, shape) -> None:

@@ -16,19 +16,6 @@ SMALL = ["data.name=synthetic", "data.kwargs.num_samples=128", "data.kwargs.shap
          "model.name=mlp", "model.kwargs.hidden=[16]", "train.max_steps=2"]  # fmt: skip
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    # Tiny models: one torch thread, here and in the processes started, is faster than
-    # two, and many times faster on a 2-core machine running two test workers (no threads
-    # spinning for a core).
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("OMP_NUM_THREADS", "1")
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)
-        yield
-        torch.set_num_threads(threads)
-
-
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     root = tmp_path_factory.mktemp("bad")

@@ -23,19 +23,6 @@ SMALL = [
 ]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    # Tiny models: one torch thread, here and in the processes started, is faster than
-    # two, and many times faster on a 2-core machine running two test workers (no threads
-    # spinning for a core).
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("OMP_NUM_THREADS", "1")
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)
-        yield
-        torch.set_num_threads(threads)
-
-
 def test_export_run_dir_to_safetensors(cli, tmp_path):
     trainwell.fit(load_config(overrides=[*SMALL, f"run.dir={tmp_path / 'run'}"]))
     code, out, err = cli("export", "run", "--format", "safetensors")

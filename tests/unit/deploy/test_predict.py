@@ -25,19 +25,6 @@ SYNTHETIC = ["data.name=synthetic", "data.kwargs.num_samples=256", "data.kwargs.
              "data.kwargs.num_classes=4", "train.max_steps=5"]  # fmt: skip
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    # Tiny models: one torch thread, here and in the processes started, is faster than
-    # two, and many times faster on a 2-core machine running two test workers (no threads
-    # spinning for a core).
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("OMP_NUM_THREADS", "1")
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)
-        yield
-        torch.set_num_threads(threads)
-
-
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory):
     """A CNN run on the digits with its ONNX (written by a real CLI process) and

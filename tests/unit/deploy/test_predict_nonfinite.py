@@ -6,26 +6,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 
 import trainwell
 from trainwell.config import load_config
 
 SMALL = ["data.name=synthetic", "data.kwargs.num_samples=96", "data.kwargs.shape=[8]",
          "model.name=mlp", "model.kwargs.hidden=[8]", "train.max_steps=2"]  # fmt: skip
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    # Tiny models: one torch thread, here and in the processes started, is faster than
-    # two, and many times faster on a 2-core machine running two test workers (no threads
-    # spinning for a core).
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("OMP_NUM_THREADS", "1")
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)
-        yield
-        torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="module")

@@ -27,19 +27,6 @@ EXPECT = re.compile(r"#\s*expect(-related)?:\s*([a-z-]+)")
 DOCTOR_ARGS = re.compile(r"^#\s*doctor-args:(.*)$", re.MULTILINE)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    # Tiny models: one torch thread, here and in the processes started, is faster than
-    # two, and many times faster on a 2-core machine running two test workers (no threads
-    # spinning for a core).
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("OMP_NUM_THREADS", "1")
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)
-        yield
-        torch.set_num_threads(threads)
-
-
 def expectations(script: Path) -> tuple[set[tuple[str, int]], set[tuple[str, int]]]:
     found, related = set(), set()
     for lineno, text in enumerate(script.read_text().splitlines(), start=1):

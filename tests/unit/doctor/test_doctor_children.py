@@ -13,7 +13,6 @@ import textwrap
 from pathlib import Path
 
 import pytest
-import torch
 
 from tests.conftest import REPO
 
@@ -83,19 +82,6 @@ if __name__ == "__main__":
         port = s.getsockname()[1]
     mp.spawn(demo_basic, args=(2, port), nprocs=2, join=True)
 """
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    # Tiny models: one torch thread, here and in the processes started, is faster than
-    # two, and many times faster on a 2-core machine running two test workers (no threads
-    # spinning for a core).
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("OMP_NUM_THREADS", "1")
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)
-        yield
-        torch.set_num_threads(threads)
 
 
 def _doctor(tmp_path: Path, source: str, *args: str) -> tuple[int, str, dict]:

@@ -27,19 +27,6 @@ NEW = ("data-parallel", "anomaly-mode-on", "save-whole-model", "clip-before-back
        "numpy-on-grad-tensor", "inplace-on-leaf")  # fmt: skip
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    # Tiny models: one torch thread, here and in the processes started, is faster than
-    # two, and many times faster on a 2-core machine running two test workers (no threads
-    # spinning for a core).
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("OMP_NUM_THREADS", "1")
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)
-        yield
-        torch.set_num_threads(threads)
-
-
 def emitted_codes() -> dict[str, str]:
     """code -> file:line of every finding code written in trainwell/doctor: ``code=``
     arguments, ``CODE = "..."``, the first argument of ``Finding(...)``/``Cause(...)``,

@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
 
 from trainwell.cli import main
 from trainwell.doctor.clock import queued
@@ -19,19 +18,6 @@ CORPUS = Path(__file__).resolve().parents[2] / "doctor_corpus"
 TINY = ["ok_tiny_mnist_examples_style", "ok_tiny_mnist_quickstart_style",
         "ok_tiny_mnist_cnn_augment"]  # fmt: skip
 REAL = ["slow_data_decode_per_sample", "bottleneck_csv_rows_parsed_per_item"]
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    # Tiny models: one torch thread, here and in the processes started, is faster than
-    # two, and many times faster on a 2-core machine running two test workers (no threads
-    # spinning for a core).
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("OMP_NUM_THREADS", "1")
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)
-        yield
-        torch.set_num_threads(threads)
 
 
 @pytest.fixture

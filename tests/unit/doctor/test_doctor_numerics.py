@@ -16,19 +16,6 @@ from trainwell.doctor.probes.amp_overflow import overflowing
 from trainwell.doctor.probes.loss_not_decreasing import not_decreasing
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    # Tiny models: one torch thread, here and in the processes started, is faster than
-    # two, and many times faster on a 2-core machine running two test workers (no threads
-    # spinning for a core).
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("OMP_NUM_THREADS", "1")
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)
-        yield
-        torch.set_num_threads(threads)
-
-
 def test_grad_scaler_history_rules():
     settle = [(65536.0 / 2**k, 65536.0 / 2 ** (k + 1)) for k in range(6)]  # finds its scale
     steady = [(1024.0, 1024.0)] * 200

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 
 import pytest
-import torch
 
 from trainwell.cli import main
 from trainwell.doctor.overfit import steps_needed
@@ -41,19 +40,6 @@ while step < steps:
         if step >= steps:
             break
 """
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    # Tiny models: one torch thread, here and in the processes started, is faster than
-    # two, and many times faster on a 2-core machine running two test workers (no threads
-    # spinning for a core).
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("OMP_NUM_THREADS", "1")
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)
-        yield
-        torch.set_num_threads(threads)
 
 
 def overfit(tmp_path, capsys, *args):

@@ -6,26 +6,12 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import pytest
 import torch
 
 from tests.docs_pages import page
 from trainwell.doctor.frame import Doctor
 
 README = page("doctor/writing-a-probe.md")  # moved there from the README
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    # Tiny models: one torch thread, here and in the processes started, is faster than
-    # two, and many times faster on a 2-core machine running two test workers (no threads
-    # spinning for a core).
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("OMP_NUM_THREADS", "1")
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)
-        yield
-        torch.set_num_threads(threads)
 
 
 def probe_class():

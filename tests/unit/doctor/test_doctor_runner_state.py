@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import multiprocessing
 
-import pytest
 import torch
 
 from trainwell.cli import main
@@ -18,19 +17,6 @@ import torch.multiprocessing as mp
 mp.set_start_method("spawn", force=True)
 torch.autograd.set_detect_anomaly(True)
 """
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    # Tiny models: one torch thread, here and in the processes started, is faster than
-    # two, and many times faster on a 2-core machine running two test workers (no threads
-    # spinning for a core).
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("OMP_NUM_THREADS", "1")
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)
-        yield
-        torch.set_num_threads(threads)
 
 
 def test_the_scripts_process_settings_end_with_it(tmp_path, monkeypatch):

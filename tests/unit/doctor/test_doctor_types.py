@@ -27,19 +27,6 @@ from trainwell.doctor.registry import default_probes
 from trainwell.errors import UserError
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    # Tiny models: one torch thread, here and in the processes started, is faster than
-    # two, and many times faster on a 2-core machine running two test workers (no threads
-    # spinning for a core).
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("OMP_NUM_THREADS", "1")
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)
-        yield
-        torch.set_num_threads(threads)
-
-
 def _probe_with(name: str) -> object:
     """A probe class whose one handler is called ``name``."""
     return type("Typo" + name.title().replace("_", ""), (), {name: lambda self, doc, ev: None})()

@@ -14,7 +14,6 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-import torch
 
 import trainwell
 from tests import crash_at
@@ -31,19 +30,6 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 QUIET = make_console(quiet=True)
 BASE = [*SYNTHETIC, "train.epochs=3", "train.log_every=4", "train.precision=fp32"]
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    # Tiny models: one torch thread, here and in the processes started, is faster than
-    # two, and many times faster on a 2-core machine running two test workers (no threads
-    # spinning for a core).
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("OMP_NUM_THREADS", "1")
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)
-        yield
-        torch.set_num_threads(threads)
 
 
 def csv_rows(run: Path) -> list[dict]:
