@@ -4,6 +4,8 @@ another world size, --max-restarts from the last committed sharded checkpoint.""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import shutil
 import signal
@@ -15,8 +17,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests import crash_at
 from tests.conftest import REPO, SYNTHETIC, read_summary
+from trainwell.cli import main
 from trainwell.engine.checkpointing.checkpoint import load_checkpoint
 from trainwell.engine.checkpointing.sharded import consolidate
 from trainwell.flock import lock_state
@@ -53,6 +55,31 @@ def train(cwd: Path, *args: str, env: dict | None = None) -> subprocess.Complete
                           capture_output=True, text=True, timeout=240)  # fmt: skip
 
 
+def train_here(*args: str) -> tuple[int, str]:
+    """``trainwell train ARGS`` in this process, on one thread (as ``environment`` gives a
+    process): the one-process runs, which are not about processes; (exit code, stdout)."""
+    out, threads = io.StringIO(), torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with contextlib.redirect_stdout(out):
+            code = main(["train", *args])
+    finally:
+        torch.set_num_threads(threads)
+    return code, out.getvalue()
+
+
+class FailAtStep:
+    """A callback whose error ends a run at ``step`` (after that step's log point, before
+    its checkpoint): a one-process run stopped midway, in this process."""
+
+    def __init__(self, step: int) -> None:
+        self.step = step
+
+    def on_step_end(self, ctx) -> None:
+        if ctx.step == self.step:
+            raise RuntimeError(f"stopped at step {self.step}")
+
+
 def final_weights(run_dir: Path) -> dict[str, torch.Tensor]:
     folder = run_dir / "checkpoints" / "last"
     if folder.is_dir():
@@ -82,8 +109,8 @@ def reference(tmp_path_factory) -> Path:
 
 @pytest.mark.slow
 def test_fsdp_trains_like_one_process_and_writes_sharded_folders(reference, tmp_path):
-    single = train(tmp_path, *BASE, f"run.dir={tmp_path / 'one'}")
-    assert single.returncode == 0, single.stderr[-2000:]
+    code, out = train_here(*BASE, f"run.dir={tmp_path / 'one'}")
+    assert code == 0, out[-2000:]
     diff = max_relative_diff(final_weights(reference), final_weights(tmp_path / "one"))
     assert diff < 1e-4, f"2-process FSDP vs 1 process: weights {diff:.2e} apart (relative)"
     folder = reference / "checkpoints"
@@ -126,9 +153,9 @@ def test_sigkill_during_training_then_resume_is_bit_identical(reference, tmp_pat
     assert two.returncode == 0, two.stderr[-3000:]
     assert "resuming from" in two.stdout
     assert_identical(final_weights(run_dir), final_weights(reference))
-    one = train(tmp_path, *FSDP, f"run.dir={tmp_path / 'killed-1'}", "--resume", "auto")
-    assert one.returncode == 0, one.stderr[-3000:]
-    assert "nothing to shard" in one.stdout
+    code, out = train_here(*FSDP, f"run.dir={tmp_path / 'killed-1'}", "--resume", "auto")
+    assert code == 0, out[-3000:]
+    assert "nothing to shard" in out
     diff = max_relative_diff(final_weights(tmp_path / "killed-1"), final_weights(reference))
     assert diff < 1e-4, f"resumed 2 -> 1: {diff:.2e} from the uninterrupted run"
 
@@ -151,8 +178,9 @@ def test_sigkill_in_a_sharded_write_restarts_from_the_last_committed(reference, 
 @pytest.mark.slow
 def test_one_process_run_resumes_on_two(reference, tmp_path):
     run_dir = tmp_path / "grow"
-    crashed = train(tmp_path, *FSDP, f"run.dir={run_dir}", crash_at.override(12))
-    assert crashed.returncode != 0
+    stop = "callbacks=[{name: 'tests.e2e.test_fsdp:FailAtStep', kwargs: {step: 12}}]"
+    code, _ = train_here(*FSDP, f"run.dir={run_dir}", stop)
+    assert code != 0
     assert (run_dir / "checkpoints" / "step-10" / ".committed").exists()
     grown = train(tmp_path, "--nproc", "2", *FSDP, f"run.dir={run_dir}", "--resume", "auto")
     assert grown.returncode == 0, grown.stderr[-3000:]

@@ -1,5 +1,8 @@
 """Config errors that used to come late are refused before anything is written, fast, in
-one line, and once under ``--nproc 2`` (issue 25, items 9 and 20; item 4's probe)."""
+one line, and once under ``--nproc 2`` (issue 25, items 9 and 20; item 4's probe).
+
+The one-process refusals run the CLI in this process (the ``cli`` fixture: what is checked
+is the refusal, not a launch); the ``--nproc`` ones launch the real launcher process."""
 
 from __future__ import annotations
 
@@ -26,6 +29,13 @@ def _train(tmp_path, *args, nproc=None):
                            *args], cwd=tmp_path, env=env_for(tmp_path), capture_output=True,
                           text=True, timeout=300)  # fmt: skip
     return proc, time.monotonic() - started
+
+
+def _train_here(cli, *args):
+    """``trainwell train`` of one process, in this one: (its result, seconds it took)."""
+    started = time.monotonic()
+    code, out, err = cli("train", *TINY, "train.epochs=1", *args)
+    return subprocess.CompletedProcess(args, code, out, err), time.monotonic() - started
 
 
 def _one_line(proc) -> str:
@@ -72,54 +82,54 @@ def _closed_port() -> int:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("uri", ["sqlite:///", "sqlite://", "bogus://tracking"])
-def test_a_bad_tracking_uri_is_one_line_before_the_run_folder(tmp_path, uri):
+def test_a_bad_tracking_uri_is_one_line_before_the_run_folder(cli, tmp_path, uri):
     pytest.importorskip("mlflow")
     run = tmp_path / "run"
-    proc, took = _train(tmp_path, "log.mlflow=true", f"log.mlflow_uri={uri}", f"run.dir={run}")
+    proc, took = _train_here(cli, "log.mlflow=true", f"log.mlflow_uri={uri}", f"run.dir={run}")
     assert "log.mlflow_uri" in _one_line(proc)
     assert took < FAST_S
     assert not run.exists()
 
 
 @pytest.mark.slow
-def test_an_unreachable_server_is_refused_in_seconds(tmp_path):
+def test_an_unreachable_server_is_refused_in_seconds(cli, tmp_path):
     pytest.importorskip("mlflow")
     run = tmp_path / "run"
     uri = f"http://127.0.0.1:{_closed_port()}"
-    proc, took = _train(tmp_path, "log.mlflow=true", f"log.mlflow_uri={uri}", f"run.dir={run}")
+    proc, took = _train_here(cli, "log.mlflow=true", f"log.mlflow_uri={uri}", f"run.dir={run}")
     line = _one_line(proc)
     assert "unreachable" in line and uri in line
     assert took < FAST_S and not run.exists()
 
 
 @pytest.mark.slow
-def test_a_server_that_never_answers_is_refused_after_the_probe_timeout(tmp_path, silent_port):
+def test_a_server_that_never_answers_is_refused_after_the_probe_timeout(cli, tmp_path, silent_port):
     pytest.importorskip("mlflow")
     run = tmp_path / "run"
     uri = f"http://127.0.0.1:{silent_port}"
-    proc, took = _train(tmp_path, "log.mlflow=true", f"log.mlflow_uri={uri}", f"run.dir={run}")
+    proc, took = _train_here(cli, "log.mlflow=true", f"log.mlflow_uri={uri}", f"run.dir={run}")
     assert "no answer in" in _one_line(proc)
     assert took < FAST_S and not run.exists()
 
 
 @pytest.mark.slow
-def test_the_corrected_rerun_is_not_blocked(tmp_path):
+def test_the_corrected_rerun_is_not_blocked(cli, tmp_path):
     pytest.importorskip("mlflow")
     run = tmp_path / "run"
-    proc, _ = _train(tmp_path, "log.mlflow=true", "log.mlflow_uri=sqlite:///", f"run.dir={run}")
+    proc, _ = _train_here(cli, "log.mlflow=true", "log.mlflow_uri=sqlite:///", f"run.dir={run}")
     _one_line(proc)
-    proc, _ = _train(tmp_path, "log.mlflow=true", f"log.mlflow_uri=sqlite:///{tmp_path}/m.db",
-                     f"run.dir={run}")  # fmt: skip
+    proc, _ = _train_here(cli, "log.mlflow=true", f"log.mlflow_uri=sqlite:///{tmp_path}/m.db",
+                          f"run.dir={run}")  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
 
 
 @pytest.mark.slow
-def test_a_file_where_tensorboard_goes(tmp_path):
+def test_a_file_where_tensorboard_goes(cli, tmp_path):
     pytest.importorskip("tensorboard")
     run = tmp_path / "run"
     run.mkdir()
     (run / "tensorboard").write_text("not a folder")
-    proc, _ = _train(tmp_path, "log.tensorboard=true", f"run.dir={run}")
+    proc, _ = _train_here(cli, "log.tensorboard=true", f"run.dir={run}")
     assert "tensorboard" in _one_line(proc)
     assert sorted(p.name for p in run.iterdir()) == ["tensorboard"]  # nothing written
 

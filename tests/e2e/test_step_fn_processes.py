@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import random
 import signal
@@ -14,6 +16,7 @@ import torch
 
 from tests.conftest import REPO, model_csv, read_summary
 from tests.procs_helpers import logged_step, saved_step, wait_for_step
+from trainwell.cli import main
 from trainwell.engine.checkpointing.checkpoint import load_checkpoint
 
 CODE = "tests.tasks_code"
@@ -45,9 +48,22 @@ def run_to_end(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.CompletedProcess(args, proc.returncode, out, err)
 
 
+def run_here(args: list[str]) -> subprocess.CompletedProcess:
+    """The same command in this process, on one thread as ``trainwell_proc`` gives its
+    processes: for the runs the others are compared with, which are not about processes."""
+    out, err, threads = io.StringIO(), io.StringIO(), torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(args)
+    finally:
+        torch.set_num_threads(threads)
+    return subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())
+
+
 @pytest.mark.slow
 def test_user_step_resumes_bit_identically_after_sigkill(tmp_path):
-    ref = run_to_end(["train", *LM, f"run.dir={tmp_path / 'ref'}"], tmp_path)
+    ref = run_here(["train", *LM, f"run.dir={tmp_path / 'ref'}"])
     assert ref.returncode == 0, ref.stderr[-2000:]
     run = tmp_path / "crashy"
     folder = run / "checkpoints"
@@ -94,7 +110,7 @@ def test_user_step_on_two_processes_trains_what_one_process_trains(tmp_path):
             "train.grad_accum_steps=2", "train.precision=fp32", "doctor.enabled=false"]  # fmt: skip
     two = run_to_end(["train", "--nproc", "2", *args, f"run.dir={tmp_path / 'two'}"], tmp_path)
     assert two.returncode == 0, two.stderr[-3000:]
-    one = run_to_end(["train", *args, f"run.dir={tmp_path / 'one'}"], tmp_path)
+    one = run_here(["train", *args, f"run.dir={tmp_path / 'one'}"])
     assert one.returncode == 0, one.stderr[-3000:]
     a = load_checkpoint(tmp_path / "two" / "checkpoints" / "last.pt")["model"]
     b = load_checkpoint(tmp_path / "one" / "checkpoints" / "last.pt")["model"]

@@ -4,6 +4,9 @@ Each test runs ``trainwell train --config X.yaml`` from examples/tasks/ (the fol
 README tells people to run it from, so "module:fn" import paths resolve), then reads the
 run's metrics.csv: the step's metrics are logged under their names for the train and val
 splits, the training loss falls, and the validation metric beats what guessing gets.
+The regression example runs through the installed console script, a real process; the
+others through the same entry point (``trainwell.cli:main``) in this process, which is
+what they are about (the tasks, not the launch), at a fraction of a process's start-up.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import pytest
 import torch
 
 from tests.conftest import is_machine_metric
+from trainwell.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
 TASKS = REPO / "examples" / "tasks"
@@ -29,8 +33,19 @@ TRAINWELL = Path(sys.executable).with_name("trainwell")  # the console script be
 pytestmark = pytest.mark.slow
 
 
-def train(tmp_path: Path, config: str, *overrides: str) -> list[dict]:
-    """Run the example's config through the CLI; return metrics.csv's rows (value a float)."""
+def read_run(run_dir: Path) -> list[dict]:
+    """The finished run's metrics.csv rows (value a float), once its summary says completed."""
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "completed", summary
+    with open(run_dir / "metrics.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    for row in rows:
+        row["step"], row["value"] = int(row["step"]), float(row["value"])
+    return rows
+
+
+def train_process(tmp_path: Path, config: str, *overrides: str) -> list[dict]:
+    """Run the example's config through the console script, a process of its own."""
     run_dir = tmp_path / "run"
     args = [str(TRAINWELL), "train", "--config", config, f"run.dir={run_dir}",
             "train.precision=fp32", *overrides]  # fmt: skip
@@ -39,13 +54,32 @@ def train(tmp_path: Path, config: str, *overrides: str) -> list[dict]:
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     proc = subprocess.run(args, cwd=TASKS, env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
-    summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary["status"] == "completed", summary
-    with open(run_dir / "metrics.csv", newline="") as f:
-        rows = list(csv.DictReader(f))
-    for row in rows:
-        row["step"], row["value"] = int(row["step"]), float(row["value"])
-    return rows
+    return read_run(run_dir)
+
+
+@pytest.fixture
+def train(monkeypatch, capsys):
+    """``train(folder, config, *overrides)``: the same command in this process, from
+    examples/tasks/, on one thread; the examples' modules are forgotten afterwards."""
+    monkeypatch.chdir(TASKS)
+    monkeypatch.syspath_prepend(str(TASKS))  # restored after (the CLI adds the cwd too)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    before = set(sys.modules)
+
+    def run(tmp_path: Path, config: str, *overrides: str) -> list[dict]:
+        run_dir = tmp_path / "run"
+        code = main(["train", "--config", config, f"run.dir={run_dir}",
+                     "train.precision=fp32", *overrides])  # fmt: skip
+        out, err = capsys.readouterr()
+        assert code == 0, f"exit {code}\n{out}\n{err}"
+        return read_run(run_dir)
+
+    yield run
+    torch.set_num_threads(threads)
+    for name in set(sys.modules) - before:
+        if str(getattr(sys.modules[name], "__file__", None) or "").startswith(str(TASKS)):
+            del sys.modules[name]
 
 
 def names(rows: list[dict]) -> set[tuple[str, str]]:
@@ -79,7 +113,7 @@ def example(name: str) -> ModuleType:
 
 
 def test_regression_mse_loss_and_mae_metric(tmp_path):
-    rows = train(tmp_path, "regression.yaml")
+    rows = train_process(tmp_path, "regression.yaml")
     assert {("train", "loss"), ("train", "mae"), ("val", "loss"), ("val", "mae")} <= names(rows)
     assert_loss_fell(rows)
     _, val = example("regression").make_data()
@@ -89,7 +123,7 @@ def test_regression_mse_loss_and_mae_metric(tmp_path):
 
 
 @pytest.mark.slow
-def test_char_lm_padded_dict_batches_and_perplexity(tmp_path):
+def test_char_lm_padded_dict_batches_and_perplexity(train, tmp_path):
     rows = train(tmp_path, "char_lm.yaml")
     assert {("train", "ppl"), ("val", "ppl"), ("val", "loss")} <= names(rows)
     assert_loss_fell(rows)
@@ -99,7 +133,7 @@ def test_char_lm_padded_dict_batches_and_perplexity(tmp_path):
 
 
 @pytest.mark.slow
-def test_segmentation_ignore_index_and_pixel_accuracy(tmp_path):
+def test_segmentation_ignore_index_and_pixel_accuracy(train, tmp_path):
     rows = train(tmp_path, "segmentation.yaml")
     assert {("train", "pixel_acc"), ("val", "pixel_acc"), ("val", "loss")} <= names(rows)
     assert_loss_fell(rows)
@@ -112,7 +146,7 @@ def test_segmentation_ignore_index_and_pixel_accuracy(tmp_path):
 
 
 @pytest.mark.slow
-def test_two_inputs(tmp_path):
+def test_two_inputs(train, tmp_path):
     rows = train(tmp_path, "two_inputs.yaml")
     assert {("train", "accuracy"), ("val", "accuracy"), ("val", "loss")} <= names(rows)
     assert_loss_fell(rows)
@@ -120,7 +154,7 @@ def test_two_inputs(tmp_path):
 
 
 @pytest.mark.slow
-def test_multilabel_pos_weight_from_config_and_f1_from_step(tmp_path):
+def test_multilabel_pos_weight_from_config_and_f1_from_step(train, tmp_path):
     # The config alone: the default step with train.loss and train.loss_kwargs.pos_weight.
     default = train(tmp_path / "default", "multilabel.yaml")
     # Besides the machine's rows and the optimizer's (lr, grad_norm): the loss only.
@@ -143,7 +177,7 @@ def test_multilabel_pos_weight_from_config_and_f1_from_step(tmp_path):
 
 
 @pytest.mark.slow
-def test_custom_topk_metric(tmp_path):
+def test_custom_topk_metric(train, tmp_path):
     rows = train(tmp_path, "topk.yaml")
     assert {("train", "top5"), ("val", "top1"), ("val", "top5")} <= names(rows)
     assert_loss_fell(rows)
