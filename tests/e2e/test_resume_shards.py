@@ -27,16 +27,6 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """This module's in-process runs on one thread, as launched workers run: faster on a
-    busy machine, and the same arithmetic as the processes they are compared with."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 RUN = [*SYNTHETIC, "model.kwargs.dropout=0.0", "train.precision=fp32", "train.epochs=2",
        "checkpoint.every_steps=5", "checkpoint.keep_last=100", "dist.strategy=fsdp"]  # fmt: skip
 ENV = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}

@@ -20,16 +20,6 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """This module's in-process runs on one thread, as launched workers run: faster on a
-    busy machine, and the same arithmetic as the processes they are compared with."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 CODE = "tests.split_metrics_code"
 OBJECTS = {"f1": "MacroF1", "f1_merged": "MergingMacroF1", "n": "SampleCount",
            "auroc": "RankAUROC", "c": "Count"}  # fmt: skip
