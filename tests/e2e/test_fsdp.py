@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests import crash_in_save
 from tests.conftest import REPO, SYNTHETIC, read_summary
 from trainwell.cli import main
 from trainwell.engine.checkpointing.checkpoint import load_checkpoint
@@ -163,7 +164,7 @@ def test_sigkill_during_training_then_resume_is_bit_identical(reference, tmp_pat
 @pytest.mark.slow
 def test_sigkill_in_a_sharded_write_restarts_from_the_last_committed(reference, tmp_path):
     run_dir = tmp_path / "torn"
-    env = environment(TRAINWELL_TEST_CRASH_IN_SAVE="step-20")
+    env = crash_in_save.env("step-20", environment())  # rank 0 dies in its write
     proc = train(tmp_path, "--nproc", "2", "--max-restarts", "1", *FSDP, f"run.dir={run_dir}",
                  env=env)  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]

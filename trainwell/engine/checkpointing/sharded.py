@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import signal
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -61,7 +60,6 @@ def save(
         model_state, optim_state = get_state_dict(model, optimizer)
         with _one_process_quiet():
             dcp.save({"model": model_state, "optimizer": optim_state}, checkpoint_id=tmp)
-        _test_crash(folder.name)
         if is_main:
             ckpt.save_atomic({**(extra or {}), "model": {}, "optimizer": {}, "sharded": True},
                              tmp / STATE)  # fmt: skip
@@ -227,11 +225,3 @@ def _error_text(exc: BaseException) -> str:
         return f"{exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else "")
     text = " ".join(str(exc).split())
     return f"{type(exc).__name__}: {text[:240]}"
-
-
-def _test_crash(name: str) -> None:
-    # Test-only: SIGKILL after the shards are written and before the commit marker (on the
-    # launcher's first attempt), to check that a torn folder is never loaded.
-    first_attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") == "0"
-    if os.environ.get("TRAINWELL_TEST_CRASH_IN_SAVE") == name and first_attempt:
-        os.kill(os.getpid(), signal.SIGKILL)
