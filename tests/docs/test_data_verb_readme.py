@@ -1,5 +1,5 @@
-"""The docs' "Look at the data" examples (docs/engine/look-at-the-data.md) run as written,
-as real processes.
+"""The docs' "Look at the data" examples (docs/engine/look-at-the-data.md) run as written
+(in this process, through the command's entry point: tests/docs/test_readme.py).
 
 The blocks are held here as the page shows them; ``test_the_docs_show_these_blocks`` keeps
 the two the same."""
@@ -12,7 +12,7 @@ import shlex
 
 import pytest
 
-from tests.conftest import run_subprocess
+from tests.docs.test_readme import trainwell
 from tests.docs_pages import page
 
 COMMANDS = """\
@@ -55,7 +55,7 @@ def run_lines(block: str, cwd) -> list[str]:
     for line in block.splitlines():
         args = shlex.split(line)
         assert args[0] == "trainwell"
-        proc = run_subprocess(args[1:], cwd, timeout=300)
+        proc = trainwell(args[1:], cwd)
         assert proc.returncode == 0, f"{line}\n{proc.stderr[-2000:]}"
         outputs.append(proc.stdout)
     return outputs

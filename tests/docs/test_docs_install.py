@@ -9,12 +9,11 @@ from __future__ import annotations
 import re
 import shlex
 import subprocess
-import sys
 
 import pytest
 import torch
 
-from tests.conftest import run_subprocess
+from tests.docs.test_readme import python_script, trainwell
 from tests.docs_pages import blocks, page
 from trainwell.env import advice
 
@@ -41,28 +40,27 @@ def test_the_wheel_indexes_are_the_ones_the_advice_knows():
     assert f"whl/{default}" in PAGE
 
 
-@pytest.mark.slow
 def test_trainwell_env_as_the_page_runs_it(tmp_path):
     (setup, env_line) = BASH[0].splitlines()
     assert setup == "bash scripts/setup.sh" and env_line == ".venv/bin/trainwell env"
-    proc = run_subprocess(["env"], tmp_path, timeout=120)
+    proc = trainwell(["env"], tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "cpu" in proc.stdout.lower()
 
 
-@pytest.mark.slow
-def test_the_build_check_prints_what_the_page_says_it_prints():
+def test_the_build_check_prints_what_the_page_says_it_prints(tmp_path):
     (line,) = next(b for b in BASH if b.startswith("python -c")).splitlines()
     args = shlex.split(line)
-    proc = subprocess.run([sys.executable, *args[1:]], capture_output=True, text=True,
-                          timeout=120)  # fmt: skip
+    assert args[:2] == ["python", "-c"], line
+    (tmp_path / "check.py").write_text(args[2])  # run as written, in this process
+    proc = python_script(tmp_path / "check.py", tmp_path)
     assert proc.returncode == 0, proc.stderr
     version, cuda, hip, available = proc.stdout.split()
     assert version == torch.__version__ and available == str(torch.cuda.is_available())
     assert cuda == str(torch.version.cuda) and hip == str(torch.version.hip)
 
 
-@pytest.mark.slow
+@pytest.mark.slow  # the first in-process train command imports the training stack
 def test_the_mps_command_is_one_line_where_there_is_no_mps(tmp_path, monkeypatch):
     (line,) = next(b for b in BASH if "PYTORCH_ENABLE_MPS_FALLBACK" in b).splitlines()
     assignment, *args = shlex.split(line)
@@ -71,7 +69,7 @@ def test_the_mps_command_is_one_line_where_there_is_no_mps(tmp_path, monkeypatch
     if torch.backends.mps.is_available():
         return  # on a Mac it trains: the slow tests' business, not this check's
     monkeypatch.setenv(name, value)  # the command's own environment, as the shell gives it
-    proc = run_subprocess(args[1:], tmp_path)
+    proc = trainwell(args[1:], tmp_path)
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert proc.stderr.strip().splitlines() == [
         "trainwell: error: run.device: mps asked for, but MPS is not available here"]

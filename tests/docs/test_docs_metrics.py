@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
-import subprocess
-import sys
 
 import pytest
 
-from tests.conftest import REPO, read_summary, run_subprocess
+from tests.conftest import REPO, read_summary
+from tests.docs.test_readme import python_script, trainwell
 
 MARK = "```python\n# my_metrics.py\n"
 # Where the section lives: the README once it is merged there, else its own page.
@@ -31,7 +29,7 @@ def test_the_metrics_example_runs_as_written(tmp_path):
     (tmp_path / "metrics.yaml").write_text(block("yaml", "# metrics.yaml"))
     for line in block("bash", "trainwell train --config metrics.yaml").splitlines():
         args = shlex.split(line)
-        proc = run_subprocess([*args[1:], "train.precision=fp32"], tmp_path, timeout=300)
+        proc = trainwell([*args[1:], "train.precision=fp32"], tmp_path)
         assert proc.returncode == 0, f"{line}\n{proc.stderr[-2000:]}"
     (run,) = (tmp_path / "runs").iterdir()
     summary = read_summary(run)
@@ -42,9 +40,7 @@ def test_the_metrics_example_runs_as_written(tmp_path):
     assert summary["stop_reason"] in ("epochs",) or "val/f1" in summary["stop_reason"]
     script = block("python", "import trainwell\n")
     (tmp_path / "example.py").write_text(script)
-    env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{tmp_path}"}
-    proc = subprocess.run([sys.executable, "example.py"], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    proc = python_script(tmp_path / "example.py", tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     f1, test_f1, gap = (float(v) for v in proc.stdout.split()[-3:])
     assert 0.5 < f1 <= 1 and 0.5 < test_f1 <= 1 and abs(gap) < 5

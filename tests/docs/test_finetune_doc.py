@@ -4,15 +4,13 @@ callback, its resume, and the Python fit(optimizer=, scheduler=) form."""
 from __future__ import annotations
 
 import csv
-import os
 import re
 import shlex
-import subprocess
-import sys
 
 import pytest
 
-from tests.conftest import REPO, read_summary, run_subprocess
+from tests.conftest import REPO, read_summary
+from tests.docs.test_readme import python_script, trainwell
 from trainwell.engine.checkpointing.checkpoint import load_checkpoint
 
 PAGE = (REPO / "docs" / "finetuning.md").read_text()
@@ -41,7 +39,7 @@ def test_the_finetuning_page_runs_as_written(tmp_path):
     commands = block("bash", "trainwell train --config finetune.yaml").splitlines()
     assert len(commands) == 2
     run = tmp_path / "runs" / "ft"
-    proc = run_subprocess(shlex.split(commands[0])[1:], tmp_path, timeout=300)
+    proc = trainwell(shlex.split(commands[0])[1:], tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     first = load_checkpoint(run / "checkpoints" / "last.pt")
     # The backbone was frozen for epoch 0 and trained after, at a tenth of the head's lr.
@@ -50,15 +48,13 @@ def test_the_finetuning_page_runs_as_written(tmp_path):
     assert rows and all(r["lr/backbone"] == pytest.approx(r["lr"] * 0.1) for r in rows.values())
     summary = read_summary(run)
     assert summary["status"] == "completed" and summary["final"]["val/accuracy"] > 0.6
-    proc = run_subprocess(shlex.split(commands[1])[1:], tmp_path, timeout=300)
+    proc = trainwell(shlex.split(commands[1])[1:], tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "resuming from" in proc.stdout
     assert read_summary(run)["steps"] == first["step"] // 4 * 6
     # The Python form, as written.
     (tmp_path / "example.py").write_text(block("python", "import torch, trainwell"))
-    env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{tmp_path}"}
-    proc = subprocess.run([sys.executable, "example.py"], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    proc = python_script(tmp_path / "example.py", tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     loss = float(proc.stdout.split()[-1])
     assert loss < 1.0  # chance for 3 classes: ln 3 = 1.10

@@ -3,15 +3,14 @@ section of that name summarizes it and links there) runs as written."""
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
 import subprocess
-import sys
 
 import pytest
 
-from tests.conftest import REPO, run_subprocess
+from tests.conftest import REPO
+from tests.docs.test_readme import python_script, trainwell
 
 HEADING = "### Deploying a model you passed to `fit`"
 
@@ -30,9 +29,13 @@ def blocks(lang: str) -> list[str]:
 
 
 def python(code: str, cwd) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{cwd}"}
-    return subprocess.run([sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=300)  # fmt: skip
+    """``python -c CODE`` in ``cwd``, run in this process (tests/docs/test_readme.py)."""
+    script = cwd / "_snippet.py"
+    script.write_text(code)
+    try:
+        return python_script(script, cwd)
+    finally:
+        script.unlink()
 
 
 @pytest.mark.slow
@@ -49,7 +52,7 @@ def test_the_deploy_example_runs_as_written(tmp_path):
             proc = python((tmp_path / args[1]).read_text(), tmp_path)
         else:
             assert args[0] == "trainwell"
-            proc = run_subprocess(args[1:], tmp_path, timeout=300)
+            proc = trainwell(args[1:], tmp_path)
         assert proc.returncode == 0, f"{line}\n{proc.stdout[-1500:]}\n{proc.stderr[-1500:]}"
         outputs.append(proc.stdout)
     assert float(outputs[0].split()[-1]) > 0.7  # val/accuracy; chance is about 0.4

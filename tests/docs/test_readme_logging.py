@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, read_summary, run_subprocess
-from tests.docs.test_readme import block
+from tests.conftest import REPO, read_summary
+from tests.docs.test_readme import block, trainwell
 
 pytest.importorskip("tensorboard", reason="CI installs trainwell[tensorboard]")
 pytest.importorskip("mlflow", reason="CI installs trainwell[mlflow]")
@@ -26,7 +26,7 @@ BIN = Path(sys.executable).parent
 def run_line(line: str, cwd: Path) -> subprocess.CompletedProcess:
     args = shlex.split(line.split("  #")[0])
     assert args[0] == "trainwell", line
-    proc = run_subprocess(args[1:], cwd, timeout=300)
+    proc = trainwell(args[1:], cwd)
     assert proc.returncode == 0, f"{line}\n{proc.stderr[-2000:]}"
     return proc
 

@@ -12,7 +12,8 @@ import shlex
 import pytest
 import torch
 
-from tests.conftest import REPO, read_summary, run_subprocess
+from tests.conftest import REPO, read_summary
+from tests.docs.test_readme import trainwell
 from tests.docs_pages import docs_text
 
 README = docs_text()
@@ -36,7 +37,7 @@ def test_the_balancing_sampler_example_runs_as_written(tmp_path):
         args = shlex.split(line)
         assert args[0] == "trainwell"
         before = set((tmp_path / "runs").glob("*")) if (tmp_path / "runs").exists() else set()
-        proc = run_subprocess(args[1:], tmp_path, timeout=300)
+        proc = trainwell(args[1:], tmp_path)
         assert proc.returncode == 0, f"{line}\n{proc.stderr[-2000:]}"
         (run,) = set((tmp_path / "runs").glob("*")) - before
         runs.append(read_summary(run))

@@ -9,7 +9,9 @@ ones) run.
 from __future__ import annotations
 
 import doctest
+import functools
 import importlib.util
+import json
 import os
 import re
 import shlex
@@ -207,17 +209,49 @@ def test_each_command_parses_and_names_real_files(doc, command):
 
 PYTEST = [(d, c) for d, c in COMMANDS if "-m pytest" in c and "tests/" in c and "<" not in c]
 
+# Every documented pytest command collected in turn by one process (each its own
+# pytest.main with the command's own options and files): the test modules are imported
+# once for all of them, where a process per command imported torch and them again.
+COLLECT = """
+import contextlib, io, json, sys
+import pytest
+results = []
+for args in json.loads(sys.argv[1]):
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = pytest.main([*args, "--collect-only", "-q", "-p", "no:cacheprovider"])
+    results.append([int(code), out.getvalue()])
+print("\\n" + json.dumps(results))
+"""
 
-@pytest.mark.slow  # a process each (about 4 s: torch's import)
+
+def _pytest_args(command: str) -> list[str]:
+    argv = _argv(shlex.split(command))
+    assert argv[:3] == [sys.executable, "-m", "pytest"], command
+    return argv[3:]
+
+
+@functools.cache
+def _collected() -> dict[str, tuple[int, str]]:
+    """Each PYTEST command's exit code and output, collected in one process."""
+    commands = list(dict.fromkeys(c for _, c in PYTEST))
+    proc = subprocess.run([sys.executable, "-c", COLLECT,
+                           json.dumps([_pytest_args(c) for c in commands])], cwd=REPO,
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    results = json.loads(proc.stdout.rstrip().rsplit("\n", 1)[-1])
+    assert len(results) == len(commands), proc.stdout[-2000:]
+    return {c: (code, out) for c, (code, out) in zip(commands, results)}
+
+
+@pytest.mark.slow  # one process for all of them (torch's import, every test module's)
 @pytest.mark.parametrize("doc,command", PYTEST, ids=[c for _, c in PYTEST])
 def test_each_pytest_command_selects_tests(doc, command):
     # Collection only: the options parse, the files exist, -k / -m select something.
-    argv = _argv(shlex.split(command))
-    proc = subprocess.run([*argv, "--collect-only", "-q", "-p", "no:cacheprovider"], cwd=REPO,
-                          capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "PYTHONPATH": str(REPO)})  # fmt: skip
-    assert proc.returncode == 0, f"{doc}: {command}\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}"
-    assert re.search(r"^\d+ tests? collected|^tests/", proc.stdout, re.M), proc.stdout[-500:]
+    code, out = _collected()[command]
+    assert code == 0, f"{doc}: {command}\n{out[-3000:]}"
+    assert re.search(r"^\d+ tests? collected|^tests/", out, re.M), out[-500:]
 
 
 CHEAP = [(d, c) for d, c in COMMANDS if any(r in c for r in RUN)]
@@ -229,6 +263,15 @@ def test_the_cheap_commands_run(doc, command):
     words = shlex.split(command)
     if "../shared/tools/" in command and not (REPO / words[1]).resolve().exists():
         pytest.skip(f"{words[1]} is not beside the repository")
-    proc = subprocess.run(_argv(words), cwd=REPO, capture_output=True, text=True,
-                          timeout=120, env={**os.environ, "PYTHONPATH": str(REPO)})  # fmt: skip
-    assert proc.returncode == 0, f"{doc}: {command}\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}"
+    code, out = _ran(command)
+    assert code == 0, f"{doc}: {command}\n{out}"
+
+
+@functools.cache
+def _ran(command: str) -> tuple[int, str]:
+    """A cheap command's exit code and output's tail: run once, though two documents
+    show it."""
+    proc = subprocess.run(_argv(shlex.split(command)), cwd=REPO, capture_output=True,
+                          text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})  # fmt: skip
+    return proc.returncode, proc.stdout[-2000:] + proc.stderr[-2000:]
