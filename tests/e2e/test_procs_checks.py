@@ -25,8 +25,11 @@ FAST_S = 60
 def _train(tmp_path, *args, nproc=None):
     launcher = ["--nproc", str(nproc)] if nproc else []
     started = time.monotonic()
+    env = env_for(tmp_path)
+    if nproc:  # unset, torchrun warns that it sets OMP_NUM_THREADS: the sign it began
+        env.pop("OMP_NUM_THREADS", None)
     proc = subprocess.run([PY, "-m", "trainwell", "train", *launcher, *TINY, "train.epochs=1",
-                           *args], cwd=tmp_path, env=env_for(tmp_path), capture_output=True,
+                           *args], cwd=tmp_path, env=env, capture_output=True,
                           text=True, timeout=300)  # fmt: skip
     return proc, time.monotonic() - started
 
