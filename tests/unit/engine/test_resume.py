@@ -55,7 +55,7 @@ def assert_same_state(a: dict, b: dict) -> None:
 @pytest.mark.parametrize(
     ("workers", "steps"),
     # step 5: mid epoch 0; 15: one step into epoch 1; 25: mid epoch 1. With workers (each
-    # launch of them costs seconds here) mid epoch 0 and mid epoch 1 only.
+    # fit starts worker processes: seconds on a busy machine) mid epoch 0 and 1 only.
     [(0, [5, 15, 25]), (2, [5, 25])],
 )
 def test_resume_mid_epoch_is_bitwise_identical(tmp_path, workers, steps):
@@ -166,9 +166,9 @@ def test_sigkill_at_many_instants_then_resume_gives_the_same_weights(tmp_path):
     # point (rows flushed to metrics.csv, 1 to 3 steps off the saves' phase); the last
     # launch runs to the end. Each kill waits for counted work, not for time: a random
     # number of steps past where the launch resumed, read from what the run has written.
-    # 4 kills (each kind twice, so one kill also lands in a launch that resumed from a
-    # killed one's checkpoint) of at most 40 steps each leave most of the 256 steps still
-    # to run, so every kill lands in a live run.
+    # 4 kills (each kind twice; all but the first in a launch that resumed after a kill)
+    # of at most 40 steps each leave most of the 256 steps still to run, so every kill
+    # lands in a live run.
     plans = ["save", "random", "save", "random", None]
     killed = []
     for plan in plans:
