@@ -41,7 +41,7 @@ PER_STEP = {
     "add": 1,  # MetricSums: the loss noted (a list append)
     "mark": 4,
     "step_done": 1,
-    "epoch": 1,  # TrainData.epoch: the generator yields the step's micro-batches
+    "_steps": 1,  # TrainData._steps: the generator yields the step's micro-batches
     "step": 1,  # sched_step's flat-schedule count
     "_at_peak": 1,
     "before_step": 1,  # added_groups: one length comparison
