@@ -15,7 +15,6 @@ from rich.console import Console
 from torch import nn
 
 import trainwell
-from tests.conftest import run_subprocess
 
 QUIET = Console(quiet=True)
 
@@ -198,7 +197,7 @@ trainwell.fit(cfg, model=MainNet(16), train_data=TensorDataset(x, y))
 
 
 @pytest.mark.slow
-def test_a_class_in_main_is_said_at_the_start_and_by_export_and_predict(tmp_path):
+def test_a_class_in_main_is_said_at_the_start_and_by_export_and_predict(tmp_path, cli):
     (tmp_path / "train.py").write_text(textwrap.dedent(MAIN_SCRIPT))
     import subprocess
 
@@ -218,11 +217,13 @@ def test_a_class_in_main_is_said_at_the_start_and_by_export_and_predict(tmp_path
               "MainNet is defined in __main__ (the script being run), which cannot be imported "
               "again; move it into a module. Load it in Python: "
               "trainwell.load_model('run', model=MainNet(...))")  # fmt: skip
+    # The script's run is a real process (its __main__); export and predict read the run
+    # it left, in-process (the cli fixture, from tmp_path).
     for args in (["export", "run", "--format", "onnx"], ["predict", "run", "x.npy"]):
         np.save(tmp_path / "x.npy", np.zeros((2, 6), dtype=np.float32))
-        proc = run_subprocess(args, tmp_path)
-        assert proc.returncode == 2, proc.stdout
-        assert proc.stderr.strip() == f"trainwell: error: {reason}", proc.stderr
+        code, out, err = cli(*args)
+        assert code == 2, out
+        assert err.strip() == f"trainwell: error: {reason}", err
     assert not (tmp_path / "run" / "checkpoints" / "best.onnx").exists()
 
     # The Python way works, with the same class re-declared here.

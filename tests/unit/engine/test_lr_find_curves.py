@@ -218,27 +218,27 @@ train: {step: "textcls:step", precision: fp32, epochs: 2}
 
 
 @pytest.mark.slow
-def test_lr_find_on_a_padded_text_classifier_with_a_user_step(tmp_path):
-    from tests.conftest import run_subprocess
-
+def test_lr_find_on_a_padded_text_classifier_with_a_user_step(tmp_path, cli):
+    # In-process (the cli fixture: from tmp_path, which is on sys.path): what is checked is
+    # the suggestion and what it trains to, not the process.
     (tmp_path / "textcls.py").write_text(textwrap.dedent(TASK))
     (tmp_path / "text.yaml").write_text(CONFIG)
-    proc = run_subprocess(["lr-find", "--config", "text.yaml", "--output", "out"], tmp_path)
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    code, out, err = cli("lr-find", "--config", "text.yaml", "--output", "out")
+    assert code == 0, err[-2000:]
     with open(tmp_path / "out" / "lr_find.csv") as f:
         rows = [{k: float(v) for k, v in r.items()} for r in csv.DictReader(f)]
     # Up to lr 10 with AdamW, this model diverges long before the end: the test stops.
-    assert len(rows) < 100, proc.stdout
-    assert "stopped at    step" in proc.stdout
-    shown = float(proc.stdout.split("optim.lr=")[1].split()[0])
+    assert len(rows) < 100, out
+    assert "stopped at    step" in out
+    shown = float(out.split("optim.lr=")[1].split()[0])
     lowest = min(rows, key=lambda r: r["smoothed"])
     assert shown <= lowest["lr"] * 1.05, (shown, lowest)
     # The suggestion trains; the start of the range does not (about the majority class).
     accuracy = {}
     for lr in (shown, rows[0]["lr"]):
-        proc = run_subprocess(["train", "--config", "text.yaml", f"optim.lr={lr}",
-                               f"run.dir=run-{lr:.3g}"], tmp_path)  # fmt: skip
-        assert proc.returncode == 0, proc.stderr[-2000:]
+        code, _, err = cli("train", "--config", "text.yaml", f"optim.lr={lr}",
+                           f"run.dir=run-{lr:.3g}")  # fmt: skip
+        assert code == 0, err[-2000:]
         summary = json.loads((tmp_path / f"run-{lr:.3g}" / "summary.json").read_text())
         accuracy[lr] = summary["final"]["val/accuracy"]
     assert accuracy[shown] > 0.8, accuracy

@@ -92,12 +92,6 @@ def test_the_warning_names_the_doctors_holder_when_it_has_one():
 
 
 @pytest.mark.slow
-def test_constant_memory_says_nothing(tmp_path, every_log_point):
-    _, out = run(tmp_path, "clean_step")
-    assert "memory growth" not in out
-
-
-@pytest.mark.slow
 def test_stop_ends_the_run_cleanly_before_the_end(tmp_path, every_log_point):
     result, out = run(tmp_path, "leaky_step", "doctor.memory_growth_action=stop")
     summary = read_summary(result.run_dir)
@@ -134,9 +128,11 @@ class SeeMemory:
 
 
 @pytest.mark.slow
-def test_callbacks_see_the_memory_figures_at_on_step_end(tmp_path, every_log_point):
+def test_constant_memory_says_nothing_and_callbacks_see_the_figures(tmp_path, every_log_point):
+    # One clean run, checked for both: no warning, and the figures at on_step_end.
     see = SeeMemory()
-    run(tmp_path, "clean_step", callbacks=[see])
+    _, out = run(tmp_path, "clean_step", callbacks=[see])
+    assert "memory growth" not in out
     assert {"train/mem/rss_mb", "train/mem/tensor_mb"} <= see.seen[2]
     assert see.seen[1] == set()  # before the first log point there is nothing yet
 

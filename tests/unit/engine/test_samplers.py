@@ -108,18 +108,35 @@ def minority_share(indices: list[int], every: int = 10) -> float:
 # --- the balancing sampler, 1 and 2 processes ---
 
 
+# One two-process run of the balancing sampler (3 epochs, a checkpoint every 4 steps),
+# shared: it trains as one process does, and resuming it mid epoch is exact.
+BALANCED = [*TABULAR, f"data.sampler={CODE}:balanced", "train.epochs=3",
+            "checkpoint.every_steps=4", "checkpoint.keep_last=100"]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def balanced_two(tmp_path_factory):
+    """(run dir, stdout, what each rank trained on) of BALANCED on two processes."""
+    return train_cli(tmp_path_factory.mktemp("balanced"), "full", *BALANCED, nproc=2)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("accum, batch", [(1, 16), (2, 32)])
 def test_balancing_sampler_is_sharded_and_trains_as_one_process(
-    tmp_path, monkeypatch, accum, batch
+    tmp_path, monkeypatch, request, accum, batch
 ):
-    common = [*TABULAR, f"data.sampler={CODE}:balanced", "train.epochs=2",
-              f"train.grad_accum_steps={accum}", f"data.batch_size={batch}"]  # fmt: skip
+    if accum == 1:  # BALANCED itself: the shared two-process run
+        common, epochs = BALANCED, 3
+        two_dir, out, (r0, r1) = request.getfixturevalue("balanced_two")
+    else:
+        epochs = 2
+        common = [*TABULAR, f"data.sampler={CODE}:balanced", "train.epochs=2",
+                  f"train.grad_accum_steps={accum}", f"data.batch_size={batch}"]  # fmt: skip
+        two_dir, out, (r0, r1) = train_cli(tmp_path, "two", *common, nproc=2)
     _, one = fit(tmp_path, "one", *common, monkeypatch=monkeypatch)
     one_dir = tmp_path / "one"
-    two_dir, out, (r0, r1) = train_cli(tmp_path, "two", *common, nproc=2)
     per_epoch = 200 // batch  # 200 training samples (the val split is given)
-    assert len(one) == len(r0) == len(r1) == 2 * per_epoch * accum
+    assert len(one) == len(r0) == len(r1) == epochs * per_epoch * accum
     # Each optimizer step: the two ranks' samples together are the one-process step's.
     for a, b, o in zip(steps_of(r0, accum), steps_of(r1, accum), steps_of(one, accum)):
         assert sorted(a + b) == o
@@ -130,7 +147,7 @@ def test_balancing_sampler_is_sharded_and_trains_as_one_process(
         assert 0.3 < minority_share(sum(rank, [])) < 0.7
     # Reseeded per epoch: epoch 1 is not epoch 0 again.
     half = per_epoch * accum
-    assert sum(one[:half], []) != sum(one[half:], [])
+    assert sum(one[:half], []) != sum(one[half : 2 * half], [])
     s1, s2 = read_summary(one_dir), read_summary(two_dir)
     assert s2["world_size"] == 2 and s2["steps_per_epoch"] == s1["steps_per_epoch"] == per_epoch
     assert s2["batch"]["micro"] == batch // (2 * accum)
@@ -139,14 +156,12 @@ def test_balancing_sampler_is_sharded_and_trains_as_one_process(
 
 
 @pytest.mark.slow
-def test_sampler_resume_mid_epoch_on_two_processes_is_exact(tmp_path):
-    common = [*TABULAR, f"data.sampler={CODE}:balanced", "train.epochs=3",
-              "checkpoint.every_steps=4", "checkpoint.keep_last=100"]  # fmt: skip
-    full, _, (f0, f1) = train_cli(tmp_path, "full", *common, nproc=2)
+def test_sampler_resume_mid_epoch_on_two_processes_is_exact(tmp_path, balanced_two):
+    full, _, (f0, f1) = balanced_two
     # 12 steps an epoch: step 16 is 4 steps into epoch 1.
     ckpt = full / "checkpoints" / "step-16.pt"
     assert load_checkpoint(ckpt)["data"]["steps_into_epoch"] == 4
-    again, out, (a0, a1) = train_cli(tmp_path, "again", *common, nproc=2, resume=ckpt)
+    again, out, (a0, a1) = train_cli(tmp_path, "again", *BALANCED, nproc=2, resume=ckpt)
     assert "resuming from" in out
     assert (a0, a1) == (f0[16:], f1[16:])
     assert_same_last(full, again)

@@ -14,7 +14,7 @@ from torch import nn
 from torch.utils.data import TensorDataset
 
 import trainwell
-from tests.conftest import SYNTHETIC, read_summary, run_subprocess
+from tests.conftest import SYNTHETIC, read_summary
 from trainwell.engine.step.step_fn import StepError
 
 
@@ -174,7 +174,7 @@ def test_a_loss_that_takes_the_outputs_as_they_are_is_left_alone(tmp_path):
 
 
 @pytest.mark.slow
-def test_cli_one_line_exit_2_for_a_model_returning_a_dict(tmp_path):
+def test_cli_one_line_exit_2_for_a_model_returning_a_dict(tmp_path, cli):
     (tmp_path / "hfish.py").write_text(
         textwrap.dedent("""
         import torch
@@ -189,9 +189,10 @@ def test_cli_one_line_exit_2_for_a_model_returning_a_dict(tmp_path):
                 return {"logits": self.fc(x.flatten(1)), "loss": None}
     """)
     )
-    proc = run_subprocess(["train", "model.name=hfish:Classifier", "run.dir=run"], tmp_path)
-    assert proc.returncode == 2
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1, proc.stderr
+    # In-process (the cli fixture, from tmp_path): the refusal, not the process, is checked.
+    code, _, err = cli("train", "model.name=hfish:Classifier", "run.dir=run")
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
     assert "train.step: the model returns dict (logits, loss), not a tensor" in lines[0]
     assert not (tmp_path / "run").exists()
