@@ -17,7 +17,7 @@ import pytest
 
 import trainwell
 from tests import crash_at
-from tests.conftest import REPO, SYNTHETIC, read_summary
+from tests.conftest import REPO, SYNTHETIC, is_machine_metric, read_summary
 from trainwell.config import load_config, to_dict
 from trainwell.engine.loop.progress import make_console
 from trainwell.loggers.mlflow_run import flatten_params
@@ -64,10 +64,14 @@ def mlflow_series(client: MlflowClient, run_id: str, keys) -> dict[str, list[tup
     }
 
 
-def assert_close_series(got, want, rel=1e-6):
+def assert_close_series(got, want, rel=1e-6, machine_values=True):
+    """The same series: the same steps, and the same values (those of the machine's
+    figures, samples/s, memory and timings, only with ``machine_values``)."""
     assert sorted(got) == sorted(want)
     for key, points in want.items():
         assert [s for s, _ in got[key]] == [s for s, _ in points], key
+        if not machine_values and is_machine_metric(key.split("/", 1)[-1]):
+            continue
         for (_, a), (_, b) in zip(got[key], points):
             assert a == pytest.approx(b, rel=rel, abs=1e-9), key
 
@@ -154,7 +158,10 @@ def test_a_resume_after_sigkill_continues_the_same_runs_without_duplicate_steps(
     for key, points in got.items():
         steps = [s for s, _ in points]
         assert len(steps) == len(set(steps)), f"{key} has a step twice in MLflow: {steps}"
-    assert_close_series(got, want)
+    # MLflow keeps what it was sent: a point the killed process sent after step-10.pt stays
+    # (the resumed run sends only later steps). The model's values are the resumed run's
+    # to the bit; the machine's figures (samples/s, timings) of that point are the killed one's.
+    assert_close_series(got, want, machine_values=False)
 
 
 @pytest.mark.slow
