@@ -42,7 +42,7 @@ from trainwell.engine.distributed.placement import (
     unwrap,
     wrap,
 )
-from trainwell.engine.loading.loaders import TrainData, eval_loader
+from trainwell.engine.loading.loaders import TrainData, eval_loader, shutdown_workers
 from trainwell.engine.loading.seeding import seed_everything
 from trainwell.engine.loop.amp import fp32_modules, precision_line
 from trainwell.engine.loop.assembly import Assembly
@@ -351,6 +351,9 @@ def _train(s: _Session, parts: Parts, plan: Assembly) -> FitResult:
     except BaseException as exc:
         end_failed(trainer, summary, started, exc, console=s.console, stop=s.stop, doc=s.doc)
         raise
+    finally:
+        for loader in (trainer.data.loader, trainer.val_loader):
+            shutdown_workers(loader)
     finish(run, summary, "completed", trainer, started, s.doc)
     shown = ", ".join(f"{k} {v:.4f}" for k, v in trainer.loop.metrics.items())
     console.print(f"[green]done[/] in {summary['wall_time_s']:.1f}s: {shown}", highlight=False)
@@ -364,6 +367,7 @@ def _test(trainer: Trainer, test: DataLoader | None) -> None:
     if test is None:
         return
     metrics = {f"test/{name}": value for name, value in trainer.evaluator(test).items()}
+    shutdown_workers(test)
     trainer.loop.metrics.update(metrics)
     trainer.loggers.log_metrics(trainer.loop.step, metrics)
 
