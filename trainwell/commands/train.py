@@ -9,6 +9,7 @@ overfit check (``doctor.overfit_batch=true``) exits 1.
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 from typing import TYPE_CHECKING
 
@@ -81,7 +82,12 @@ def _train(args: argparse.Namespace) -> int:
     # doctor.overfit_batch=true is a check: a failed one exits 1, so scripts can gate on it.
     # Workers under a launcher exit 0 (torchrun would report a crash); _launch says it.
     worker = int(os.environ.get("WORLD_SIZE", "1")) > 1
-    return 1 if _overfit_failed(result.summary) and not worker else 0
+    failed = _overfit_failed(result.summary)
+    # An FSDP model holds its process group: it goes now, not during the interpreter's
+    # exit, where gloo's threads may abort the worker (see placement.teardown).
+    del result
+    gc.collect()
+    return 1 if failed and not worker else 0
 
 
 def _overfit_failed(summary: dict) -> bool:

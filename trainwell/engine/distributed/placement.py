@@ -11,6 +11,7 @@ DDP, and the launcher's restarts.
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -146,6 +147,11 @@ def barrier(place: Placement) -> None:
 def teardown() -> None:
     """Leave the process group (safe to call when none was joined)."""
     if dist.is_available() and dist.is_initialized():
+        # The run's DDP module sits in reference cycles, and its reducer holds the group:
+        # left to the interpreter's exit, gloo's threads end during finalization and abort
+        # the process now and then (SIGABRT, "terminate called without an active
+        # exception"). Collected here, the group's last holder goes while all is alive.
+        gc.collect()
         dist.destroy_process_group()
 
 
