@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import importlib.util
+from pathlib import Path
+
 import numpy as np
 import torch
 from torch.utils.data import TensorDataset
+
+from trainwell.data.digits_split import TEST, TRAIN, VAL
+from trainwell.errors import UserError
 
 # Fixed, stratified 70/15/15 split: the same for every run, whatever run.seed says, so
 # that runs are compared on the same validation and test images.
@@ -23,26 +29,31 @@ def load_digits_splits() -> tuple[TensorDataset, TensorDataset, TensorDataset]:
         >>> len(train), len(val), len(test)
         (1257, 270, 270)
     """
-    from sklearn.datasets import load_digits
-    from sklearn.model_selection import train_test_split
+    rows = np.loadtxt(digits_file(), delimiter=",")  # 64 pixels (0-16), then the label
+    images = rows[:, :-1].reshape(-1, 8, 8).astype(np.float32) / 16.0
+    labels = rows[:, -1].astype(np.int64)
+    train, val, test = (np.array(order.split(), dtype=np.int64) for order in (TRAIN, VAL, TEST))
+    mean, std = float(images[train].mean()), float(images[train].std())
 
-    digits = load_digits()
-    images = digits.images.astype(np.float32) / 16.0
-    labels = digits.target.astype(np.int64)
-    x_rest, x_test, y_rest, y_test = train_test_split(
-        images, labels, test_size=TEST_SHARE, stratify=labels, random_state=SPLIT_SEED
-    )
-    x_train, x_val, y_train, y_val = train_test_split(
-        x_rest,
-        y_rest,
-        test_size=VAL_SHARE / (1 - TEST_SHARE),
-        stratify=y_rest,
-        random_state=SPLIT_SEED,
-    )
-    mean, std = float(x_train.mean()), float(x_train.std())
+    def to_dataset(rows: np.ndarray) -> TensorDataset:
+        xs = torch.from_numpy((images[rows] - mean) / std).unsqueeze(1)
+        return TensorDataset(xs, torch.from_numpy(labels[rows]))
 
-    def to_dataset(x: np.ndarray, y: np.ndarray) -> TensorDataset:
-        xs = torch.from_numpy((x - mean) / std).unsqueeze(1)
-        return TensorDataset(xs, torch.from_numpy(y))
+    return to_dataset(train), to_dataset(val), to_dataset(test)
 
-    return to_dataset(x_train, y_train), to_dataset(x_val, y_val), to_dataset(x_test, y_test)
+
+def digits_file() -> Path:
+    """scikit-learn's ``digits.csv.gz``, found without importing scikit-learn.
+
+    Example:
+        >>> digits_file().name
+        'digits.csv.gz'
+    """
+    spec = importlib.util.find_spec("sklearn")
+    if spec is None or not spec.submodule_search_locations:
+        raise UserError("data.name=digits: the digits come with scikit-learn; "
+                        "pip install scikit-learn")  # fmt: skip
+    path = Path(next(iter(spec.submodule_search_locations))) / "datasets" / "data" / "digits.csv.gz"
+    if not path.is_file():
+        raise UserError(f"data.name=digits: {path} is missing; reinstall scikit-learn")
+    return path

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import random
+import sys
 
 import numpy as np
 import torch
@@ -34,7 +35,13 @@ def set_deterministic(enabled: bool) -> None:
     if enabled:
         # cuBLAS needs a fixed workspace to be deterministic; it reads this at init.
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-    torch.use_deterministic_algorithms(enabled)
+    # torch's setter imports torch._inductor (about 0.8 s of a process's start) to set
+    # its flag too: skipped where nothing would change (off, the default, and inductor's
+    # flag not set on by an earlier run of this process).
+    inductor = sys.modules.get("torch._inductor.config")
+    if (enabled or torch.are_deterministic_algorithms_enabled()
+            or (inductor is not None and getattr(inductor, "deterministic", False))):  # fmt: skip
+        torch.use_deterministic_algorithms(enabled)
     torch.backends.cudnn.deterministic = enabled
     # Off determinism, cuDNN times its algorithms once per input shape and keeps the
     # fastest (the same choice on every later step of that shape).
