@@ -16,12 +16,15 @@ Example:
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Mapping
 from typing import Any
 
 import torch
 
 from trainwell.engine.distributed.placement import Placement, all_reduce_sum, gather_objects
+
+_DTYPE, _SHAPE, _SCALAR = operator.attrgetter("dtype"), operator.attrgetter("shape"), torch.Size()
 
 
 class MetricSums:
@@ -74,7 +77,12 @@ class MetricSums:
 
     def _fold(self, name: str) -> None:
         values, ns = self.pending.pop(name), self.pending_n.pop(name)
-        stacked = torch.stack([v.reshape(()).to(self.dtype) for v in values])
+        # The usual: 0-d values of one dtype: one stack, one conversion (the same values
+        # as converting each; two dispatches per value fewer). Checked with map, in C.
+        if len(set(map(_DTYPE, values))) == 1 and set(map(_SHAPE, values)) == {_SCALAR}:
+            stacked = torch.stack(values).to(self.dtype)
+        else:
+            stacked = torch.stack([v.reshape(()).to(self.dtype) for v in values])
         if ns.count(ns[0]) == len(ns):  # the usual case: equal batches, no transfer
             weighted = stacked.sum() * ns[0]
         else:
