@@ -83,10 +83,11 @@ def _train(args: argparse.Namespace) -> int:
     # Workers under a launcher exit 0 (torchrun would report a crash); _launch says it.
     worker = int(os.environ.get("WORLD_SIZE", "1")) > 1
     failed = _overfit_failed(result.summary)
-    # An FSDP model holds its process group: it goes now, not during the interpreter's
-    # exit, where gloo's threads may abort the worker (see placement.teardown).
-    del result
-    gc.collect()
+    if worker:
+        # An FSDP model holds its process group: it goes now, not during the interpreter's
+        # exit, where gloo's threads may abort the worker (see placement.teardown).
+        del result
+        gc.collect()
     return 1 if failed and not worker else 0
 
 

@@ -13,7 +13,8 @@ from trainwell.data.digits_split import TEST, TRAIN, VAL
 from trainwell.errors import UserError
 
 # Fixed, stratified 70/15/15 split: the same for every run, whatever run.seed says, so
-# that runs are compared on the same validation and test images.
+# that runs are compared on the same validation and test images. How the split stored in
+# digits_split.py was drawn (tests/unit/data/test_digits.py draws it again with these).
 SPLIT_SEED = 0
 VAL_SHARE = 0.15
 TEST_SHARE = 0.15
