@@ -92,6 +92,17 @@ def test_overhead_with_lightning_or_its_skip_line(tmp_path: Path) -> None:
         assert "Lightning side skipped: lightning is not installed" in out, out
 
 
+@pytest.mark.slow
+def test_stack_depth(tmp_path: Path) -> None:
+    out = run_quick(tmp_path, [str(BENCHMARKS / "stack_depth.py")], 180)
+    assert re.search(r"^ +12 +\d+ +\d+ +\d+$", out, re.M), out  # the deepest quick row
+    ratio(out, "trainwell, no room, worst depth / median depth, steps/s")
+    assert out.rstrip().splitlines()[-1].startswith(
+        "ratio (trainwell (lean), worst depth / median depth, steps/s)"
+    )
+    ratio(out, "trainwell (lean), worst depth / median depth, steps/s")
+
+
 def test_overhead_says_the_lightning_side_is_skipped_without_lightning(monkeypatch, capsys):
     # lightning hidden (a None entry in sys.modules makes find_spec answer None), as where
     # the bench extra is not installed; the ratios printed from made-up timings (a full

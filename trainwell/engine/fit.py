@@ -50,6 +50,7 @@ from trainwell.engine.loop.evaluate import Evaluator
 from trainwell.engine.loop.memory_watch import apply_cuda_alloc_conf
 from trainwell.engine.loop.monitor import choose_monitor
 from trainwell.engine.loop.progress import Progress, make_console
+from trainwell.engine.loop.stack_room import call_with_room
 from trainwell.engine.loop.trainer import Trainer
 from trainwell.engine.run.failure import end_failed
 from trainwell.engine.run.result import FitResult
@@ -339,7 +340,8 @@ def _train(s: _Session, parts: Parts, plan: Assembly) -> FitResult:
         # Inside: a store that cannot start, or a signal while it stalls, ends the run
         # as failed or interrupted like any error of the run.
         start_loggers(loggers, cfg, place, run, plan.loop, resumed)
-        summary["stop_reason"] = trainer.train(resumed is not None)
+        # The loop's frames in a stack chunk of their own: no mmap per step at some depths.
+        summary["stop_reason"] = call_with_room(trainer.train, resumed is not None)
         trainer.end_profile()  # a run shorter than the profiler's window
         trainer.progress.close()
         summary["weights"] = ckpt.load_best_weights(run)
