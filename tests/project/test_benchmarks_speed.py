@@ -103,6 +103,18 @@ def test_stack_depth(tmp_path: Path) -> None:
     ratio(out, "trainwell (lean), worst depth / median depth, steps/s")
 
 
+@pytest.mark.slow
+def test_epoch_end(tmp_path: Path) -> None:
+    out = run_quick(tmp_path, [str(BENCHMARKS / "epoch_end.py")], 180)
+    for side in ("hand-written loop", "hand + sleep", "hand + last.pt", "trainwell (lean)"):
+        assert re.search(rf"^{re.escape(side)} +\d+\.\d +\d+-\d+ +\d\.\d{{3}}$", out, re.M), out
+    ratio(out, "hand + last.pt / hand-written, steps/s")
+    assert out.rstrip().splitlines()[-1].startswith(
+        "ratio (trainwell (lean) / hand + last.pt, steps/s)"
+    )
+    ratio(out, "trainwell (lean) / hand + last.pt, steps/s")
+
+
 def test_overhead_says_the_lightning_side_is_skipped_without_lightning(monkeypatch, capsys):
     # lightning hidden (a None entry in sys.modules makes find_spec answer None), as where
     # the bench extra is not installed; the ratios printed from made-up timings (a full

@@ -16,6 +16,7 @@ from trainwell.engine.checkpointing.checkpoint import (
     load_checkpoint,
     rotate,
     save_atomic,
+    save_copies,
 )
 from trainwell.errors import UserError
 
@@ -118,6 +119,52 @@ def test_disk_full_on_first_save_leaves_nothing(
     with pytest.raises(OSError, match="last.pt"):
         save_atomic({"model": {}}, tmp_path / "last.pt")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_save_copies_serializes_once_and_writes_the_same_bytes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    state = nested_state()
+    calls = []
+    real = ckpt.torch.save
+    monkeypatch.setattr(ckpt.torch, "save", lambda *a, **k: (calls.append(1), real(*a, **k)))
+    best, last = tmp_path / "best.pt", tmp_path / "last.pt"
+    save_copies(state, [best, last])
+    assert len(calls) == 1
+    assert best.read_bytes() == last.read_bytes()
+    assert_same(state, load_checkpoint(last))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["best.pt", "last.pt"]
+
+
+def test_save_copies_fsyncs_the_folder_once_after_every_rename(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen = []
+    monkeypatch.setattr(ckpt, "fsync_dir", lambda d: seen.append(sorted(os.listdir(d))))
+    save_copies({"model": {}, "step": 1}, [tmp_path / "best.pt", tmp_path / "last.pt"])
+    assert seen == [["best.pt", "last.pt"]]
+    save_copies({"model": {}, "step": 2}, [tmp_path / "last.pt"])
+    assert len(seen) == 2
+
+
+def test_save_copies_full_disk_on_the_copy_keeps_its_previous_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    best, last = tmp_path / "best.pt", tmp_path / "last.pt"
+    save_atomic({"model": {}, "step": 1}, last)
+    before = last.read_bytes()
+
+    def half_copy(src, out, length) -> None:
+        out.write(src.read(8))
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(ckpt.shutil, "copyfileobj", half_copy)
+    with pytest.raises(OSError) as info:
+        save_copies({"model": {}, "step": 2}, [best, last])
+    assert info.value.errno == errno.ENOSPC and str(last) in str(info.value)
+    assert last.read_bytes() == before  # the old last.pt, whole
+    assert load_checkpoint(best)["step"] == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["best.pt", "last.pt"]
 
 
 def test_saved_file_mode_follows_umask(tmp_path: Path) -> None:

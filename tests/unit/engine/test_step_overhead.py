@@ -25,23 +25,21 @@ LEAN = ["train.precision=fp32", "doctor.enabled=false", "run.device=cpu", "sched
         "train.grad_clip=0", "data.batch_size=16", "train.epochs=1", "train.log_every=1000",
         "checkpoint.every_steps=0", "early_stop.patience=0"]  # fmt: skip
 
-# Per optimizer step, by function name: the loop, the step, the loss, its running sum, the
-# step anatomy's four marks (data, compute, optim, other), the data's generator, the flat
-# schedule's count and the optimizer's added-groups check. Nothing else of trainwell's.
+# Per optimizer step, by function name: the loop, the step (fp32 on the CPU, one
+# micro-batch: the Stepper's straight path), the loss, its running sum, the step anatomy's
+# four marks (data, compute, optim, other), the flat schedule's count and the optimizer's
+# added-groups check. The data's steps are drawn in C (no generator of ours). Nothing else
+# of trainwell's.
 PER_STEP = {
     "train_step": 1,
     "after_step": 1,
     "__call__": 2,  # the Stepper, the LossStep
-    "_micro_step": 1,
-    "_forward_backward": 1,
-    "_update": 1,
-    "_mean": 1,
+    "_plain_step": 1,
     "unpack": 1,
     "sample_count": 1,
     "add": 1,  # MetricSums: the loss noted (a list append)
     "mark": 4,
     "step_done": 1,
-    "_steps": 1,  # TrainData._steps: the generator yields the step's micro-batches
     "step": 1,  # sched_step's flat-schedule count
     "_at_peak": 1,
     "before_step": 1,  # added_groups: one length comparison

@@ -234,7 +234,7 @@ def test_full_disk_at_save_fails_cleanly(tmp_path, monkeypatch):
 
     import trainwell.engine.checkpointing.checkpoint as ckpt
 
-    def full(state, path):
+    def full(state, path, **kwargs):
         raise OSError(errno.ENOSPC, f"could not write checkpoint {path}: No space left on device")
 
     monkeypatch.setattr(ckpt, "save_atomic", full)

@@ -12,6 +12,7 @@ file or the new one, never half of one.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import pickle
 import re
@@ -19,6 +20,7 @@ import shutil
 import stat
 import tempfile
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,11 +46,12 @@ class CheckpointConfig:
         check_int(self.keep_last, "checkpoint.keep_last", low=1)
 
 
-def save_atomic(state: dict[str, Any], path: str | Path) -> None:
+def save_atomic(state: dict[str, Any], path: str | Path, *, sync_dir: bool = True) -> None:
     """Write ``state`` to ``path`` so that a crash never leaves a partial file there.
 
     An error while writing (a full disk, no permission) removes the temporary file,
     leaves any previous ``path`` untouched, and raises an ``OSError`` naming the path.
+    ``sync_dir=False`` leaves the folder's fsync to the caller (one for several files).
 
     Example:
         >>> import tempfile
@@ -57,7 +60,40 @@ def save_atomic(state: dict[str, Any], path: str | Path) -> None:
         >>> int(load_checkpoint(p)["step"])
         3
     """
-    path = Path(path)
+    # torch.save takes any object with write() and flush(); its stub says IO[bytes].
+    _write_atomic(Path(path), lambda out: torch.save(state, out), sync_dir)  # type: ignore[arg-type]
+
+
+def save_copies(state: dict[str, Any], paths: list[Path]) -> None:
+    """Write ``state`` to each of ``paths`` (``best.pt`` and ``last.pt`` at an epoch's end),
+    each atomically: serialized once, into the first; the others are byte copies of it.
+
+    Pickling is most of a small checkpoint's cost (about 0.9 ms of 1.8 ms for the digits
+    MLP's), and it disturbs the training steps after it: copying the written file, still
+    in the page cache, does neither. The folder is fsync'ed once, after the last rename.
+
+    Example:
+        >>> import tempfile
+        >>> d = Path(tempfile.mkdtemp())
+        >>> save_copies({"model": {}, "step": 7}, [d / "best.pt", d / "last.pt"])
+        >>> (d / "best.pt").read_bytes() == (d / "last.pt").read_bytes()
+        True
+    """
+    first, *others = paths
+    save_atomic(state, first, sync_dir=not others)
+    for i, path in enumerate(others):
+        _write_atomic(path, functools.partial(_copy_file, first), sync_dir=i == len(others) - 1)
+
+
+def _copy_file(src: Path, out: EarlyWriteback) -> None:
+    with open(src, "rb") as f:
+        # Reads of the file's size (up to 8 MB): no buffer larger than the file.
+        size = os.fstat(f.fileno()).st_size
+        shutil.copyfileobj(f, out, max(1, min(size, EarlyWriteback.CHUNK)))
+
+
+def _write_atomic(path: Path, write: Callable[[EarlyWriteback], object], sync_dir: bool) -> None:
+    """``write(out)`` into a temporary file beside ``path``, fsync'ed, then renamed onto it."""
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     except OSError as exc:
@@ -68,8 +104,7 @@ def save_atomic(state: dict[str, Any], path: str | Path) -> None:
         os.chmod(tmp, 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as f:
             writer = EarlyWriteback(f)
-            # torch.save takes any object with write() and flush(); its stub says IO[bytes].
-            torch.save(state, writer)  # type: ignore[arg-type]
+            write(writer)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -83,7 +118,8 @@ def save_atomic(state: dict[str, Any], path: str | Path) -> None:
             message = f"could not write checkpoint {path}: {cause.strerror or cause}"
             raise OSError(cause.errno, message) from exc
         raise
-    fsync_dir(path.parent)
+    if sync_dir:
+        fsync_dir(path.parent)
 
 
 class EarlyWriteback:

@@ -277,8 +277,7 @@ def _load_optimizer(model: nn.Module, optimizer: torch.optim.Optimizer, saved: d
 def _save_files(run: RunDir, names: list[str], state: dict[str, Any]) -> str | None:
     """Rank 0 writes each file; returns the error that stopped it."""
     try:
-        for name in names:
-            ckpt.save_atomic(state, run.checkpoints / name)
+        ckpt.save_copies(state, [run.checkpoints / name for name in names])
     except OSError as exc:
         code = errno.errorcode.get(exc.errno or 0, "")
         return f"{exc.strerror or exc}" + (f" ({code})" if code else "")

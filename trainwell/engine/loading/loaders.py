@@ -22,7 +22,7 @@ Example:
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypedDict
 
@@ -232,7 +232,7 @@ class TrainData:
             self.generator.manual_seed(epoch_seed(self.seed, epoch))
         return skip_batches
 
-    def epoch(self, epoch: int, skip_steps: int = 0) -> Iterator[list[Any]]:
+    def epoch(self, epoch: int, skip_steps: int = 0) -> Iterator[Sequence[Any]]:
         """The micro-batches of each optimizer step of ``epoch``, after ``skip_steps`` steps.
 
         The order is a function of (seed, epoch): the sampler's permutation and the
@@ -249,12 +249,16 @@ class TrainData:
         left = None if self.steps_per_epoch is None else self.steps_per_epoch - skip_steps
         return self._steps(batches, left)
 
-    def _steps(self, batches: Iterator[Any], left: int | None) -> Iterator[list[Any]]:
+    def _steps(self, batches: Iterator[Any], left: int | None) -> Iterator[Sequence[Any]]:
+        if self.accum == 1:
+            # The usual: each batch a step of its own, as a 1-tuple, drawn in C (zip and
+            # islice): no Python frame resumed per step beside the loader's own.
+            return zip(batches if left is None else itertools.islice(batches, left))
+        return self._accumulated(batches, left)
+
+    def _accumulated(self, batches: Iterator[Any], left: int | None) -> Iterator[list[Any]]:
+        """``accum`` micro-batches per step; an iterable's end makes no partial step."""
         counted = itertools.count() if left is None else range(left)
-        if self.accum == 1:  # the usual: no islice and list per step (the same batches)
-            for _, batch in zip(counted, batches):
-                yield [batch]
-            return
         for _ in counted:
             step = list(itertools.islice(batches, self.accum))
             if len(step) < self.accum:  # the end of an iterable: no partial step

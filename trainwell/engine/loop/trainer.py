@@ -18,6 +18,7 @@ from __future__ import annotations
 import itertools
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -137,7 +138,7 @@ class Trainer(Assembly):
         max_steps = self.cfg.train.max_steps
         return "max_steps" if max_steps and self.loop.step >= max_steps else "epochs"
 
-    def train_step(self, micro_batches: list[Any]) -> None:
+    def train_step(self, micro_batches: Sequence[Any]) -> None:
         """One optimizer step (the engine's :class:`~trainwell.engine.step.stepper.Stepper`), the
         scheduler's step, and the counters."""
         clock = self.clock

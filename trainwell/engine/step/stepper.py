@@ -90,6 +90,11 @@ class Stepper:
         self._move = self.device.type != "cpu" or self.channels_last
         # fp32 and one process: no context to enter per micro-batch (a hot path).
         self._fp32 = self.precision.dtype is None
+        # fp32 on the CPU without clipping or a GradScaler: a step of one micro-batch takes
+        # the straight path (_plain_step). Every line of Python a step runs costs several
+        # times its own time there, as it competes with torch's for the CPU's caches.
+        self._plain = (self._fp32 and not self._move and self.precision.scaler is None
+                       and self.grad_clip <= 0)  # fmt: skip
         if self.precision.scaler is not None and self.amp_skipped is None:
             self.amp_skipped = torch.zeros((), dtype=torch.int64, device=self.device)
 
@@ -106,8 +111,10 @@ class Stepper:
         assert micro_batches, "an optimizer step needs at least one micro-batch"
         if self.eager is not None:
             return self._first_compiled_step(micro_batches, sums, norms)
-        self.optimizer.zero_grad(set_to_none=True)
         accum = len(micro_batches)
+        if self._plain and accum == 1:
+            return self._plain_step(micro_batches[0], sums)
+        self.optimizer.zero_grad(set_to_none=True)
         if accum == 1:  # the usual: no loop, no sum
             total = self._micro_step(micro_batches[0], False, 1, sums, "compute")
         else:
@@ -118,6 +125,26 @@ class Stepper:
         self._update(norms)
         assert total is not None
         return _mean(total, accum)
+
+    def _plain_step(self, batch: Any, sums: MetricSums | None) -> torch.Tensor:
+        """:meth:`__call__`'s work for one fp32 micro-batch on the CPU, no clipping, no
+        scaler: the same calls in the same order, in one frame."""
+        self.optimizer.zero_grad(set_to_none=True)
+        if self.inspect is not None:
+            self.inspect(batch)
+        count = sample_count(batch)
+        self.samples += count
+        loss, metrics, n = unpack(self.step_fn(self.net, batch), count)
+        loss.backward()
+        detached = loss.detach()
+        if sums is not None:
+            if metrics["loss"] is loss:  # unpack's own dict: one detach for sums and caller
+                metrics["loss"] = detached
+            sums.add(metrics, n)
+        if self.clock is not None:
+            self.clock.mark("compute")
+        self.optimizer.step()
+        return detached if detached.dtype == torch.float32 else detached.float()
 
     def _micro_step(
         self, batch: Any, more: bool, accum: int, sums: MetricSums | None, phase: str
@@ -213,7 +240,7 @@ class Stepper:
 
     def batches(
         self, data: TrainData, check: Callable[[Any], None] | None, who: str
-    ) -> Iterator[list[Any]]:
+    ) -> Iterator[Sequence[Any]]:
         """The micro-batches of each optimizer step, epoch after epoch in training's data
         order, with ``check`` (the label check) inspecting the first epoch's batches, as in
         training: the endless feed of lr-find and the profiler (``who`` names them)."""
