@@ -56,19 +56,17 @@ def scheduler_step(scheduler: Any) -> Callable[[], None]:
         bases = scheduler.base_lrs
         # _step_count 1 is the step where torch checks the call order and may warn.
         if (scheduler._step_count > 1 and scheduler.last_epoch + 1 >= flat_after
-                and len(groups) == len(bases) and _at_peak(groups, bases)):  # fmt: skip
-            scheduler._step_count += 1
-            scheduler.last_epoch += 1
-            return
+                and len(groups) == len(bases)):  # fmt: skip
+            # Every group's lr is its peak (a float): what a flat LambdaLR step would set.
+            # A loop here, not a helper: this runs every step.
+            for group, base in zip(groups, bases):
+                lr = group["lr"]
+                if type(lr) is not float or lr != base:
+                    break
+            else:
+                scheduler._step_count += 1
+                scheduler.last_epoch += 1
+                return
         scheduler.step()
 
     return step
-
-
-def _at_peak(groups: list[dict[str, Any]], bases: list[Any]) -> bool:
-    """Every group's lr is its peak (a float): what a flat LambdaLR step would set."""
-    for group, base in zip(groups, bases):
-        lr = group["lr"]
-        if type(lr) is not float or lr != base:
-            return False
-    return True

@@ -156,8 +156,8 @@ class Trainer(Assembly):
         if self._step_scheduler is not None:
             self._step_scheduler()
         loop.step += 1
-        clock.mark("optim")  # since compute: the optimizer's step and the scheduler's
-        clock.step_done()
+        # Since compute: the optimizer's step and the scheduler's; the step is counted.
+        clock.mark("optim", ends_step=True)
 
     def _report_compile(self, seconds: float) -> None:
         """One line on the first compiled step: compilation's time, apart from the steps'."""

@@ -50,8 +50,11 @@ class StepClock:
             self._origin = self._record()
         self._last = time.perf_counter()
 
-    def mark(self, phase: str) -> None:
-        """The phase that just ended is ``phase``: the time since the last mark is its."""
+    def mark(self, phase: str, ends_step: bool = False) -> None:
+        """The phase that just ended is ``phase``: the time since the last mark is its.
+        ``ends_step``: it is the step's last, and the step is counted (:meth:`step_done`)."""
+        if ends_step:
+            self._steps += 1
         if self._cuda:
             self._events.append((phase, self._record()))
             return
