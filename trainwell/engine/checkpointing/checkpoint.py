@@ -68,9 +68,10 @@ def save_copies(state: dict[str, Any], paths: list[Path]) -> None:
     """Write ``state`` to each of ``paths`` (``best.pt`` and ``last.pt`` at an epoch's end),
     each atomically: serialized once, into the first; the others are byte copies of it.
 
-    Pickling is most of a small checkpoint's cost (about 0.9 ms of 1.8 ms for the digits
-    MLP's), and it disturbs the training steps after it: copying the written file, still
-    in the page cache, does neither. The folder is fsync'ed once, after the last rename.
+    Pickling is about half of writing a small checkpoint (0.9 of 1.8 ms for the digits
+    MLP's, measured); copying the file just written, still in the page cache, costs a
+    fraction of it (3.7 -> 2.5 ms for both files). The folder is fsync'ed once, after the
+    last rename.
 
     Example:
         >>> import tempfile
@@ -79,6 +80,8 @@ def save_copies(state: dict[str, Any], paths: list[Path]) -> None:
         >>> (d / "best.pt").read_bytes() == (d / "last.pt").read_bytes()
         True
     """
+    if not paths:
+        return
     first, *others = paths
     save_atomic(state, first, sync_dir=not others)
     for i, path in enumerate(others):
