@@ -12,6 +12,7 @@ from __future__ import annotations
 import cProfile
 import gc
 import pstats
+import warnings
 from collections import Counter
 
 import pytest
@@ -20,6 +21,7 @@ from torch import nn
 from torch.utils.data import TensorDataset
 
 import trainwell
+from trainwell.engine.build.sched_step import mark_flat, scheduler_step
 
 LEAN = ["train.precision=fp32", "doctor.enabled=false", "run.device=cpu", "sched.name=constant",
         "train.grad_clip=0", "data.batch_size=16", "train.epochs=1", "train.log_every=1000",
@@ -95,17 +97,17 @@ def _per_step(tmp_path, extra: list[str], callbacks=None, warm=True) -> tuple[di
 def test_the_lean_step_calls_only_its_own_work(tmp_path):
     ours, from_torch = _per_step(tmp_path, [])
     assert ours == PER_STEP, f"per-step calls changed: {sorted(ours.items())}"
-    # torch's LambdaLR.step (about fifteen calls) does not run for a flat schedule; what
-    # is left of torch's scheduler is the wrapper it put on optimizer.step (it notes that
-    # the optimizer stepped).
-    assert from_torch == {"wrapper": 1}, from_torch
+    # torch's LambdaLR.step (about fifteen calls) does not run for a flat schedule, and
+    # the wrapper it put on optimizer.step is gone after the first step: nothing of torch's
+    # scheduler runs per step.
+    assert from_torch == {}, from_torch
 
 
 @pytest.mark.parametrize("warmup", [1, 7])
 def test_past_its_warmup_a_constant_schedule_only_counts(tmp_path, warmup):
     # Both runs step torch's scheduler through the same warmup; after it, neither does.
     ours, from_torch = _per_step(tmp_path, [f"sched.warmup_steps={warmup}"])
-    assert ours == PER_STEP and from_torch == {"wrapper": 1}, (ours, from_torch)
+    assert ours == PER_STEP and from_torch == {}, (ours, from_torch)
 
 
 @pytest.mark.parametrize("name", ["cosine"])
@@ -119,6 +121,38 @@ def test_a_changing_schedule_steps_torchs_scheduler_every_step(tmp_path, name):
     assert {k: v for k, v in ours.items() if k not in schedule} == {
         k: v for k, v in PER_STEP.items() if k != "step"
     }
+
+
+def test_a_flat_schedule_takes_off_torchs_step_wrapper_after_its_first_step():
+    param = nn.Parameter(torch.ones(1))
+    opt = torch.optim.SGD([param], lr=0.1)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, mark_flat(lambda step: 1.0, 0))
+    step = scheduler_step(sched)
+    assert getattr(vars(opt).get("step"), "_wrapped_by_lr_sched", False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # torch's call-order warnings would fail here
+        opt.step()
+        step()  # torch's first step(): it reads the wrapper's note
+        assert "step" not in vars(opt)
+        for _ in range(3):
+            opt.step()
+            step()
+        opt.param_groups[0]["lr"] = 0.05  # a changed lr takes torch's real step() again
+        opt.step()
+        step()
+    assert (sched.last_epoch, sched._step_count) == (5, 6)
+    assert opt.param_groups[0]["lr"] == 0.1  # the flat schedule's peak, set back by torch
+
+
+def test_any_other_scheduler_keeps_torchs_step_wrapper():
+    param = nn.Parameter(torch.ones(1))
+    opt = torch.optim.SGD([param], lr=0.1)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: 0.5 ** step)  # not marked
+    step = scheduler_step(sched)
+    for _ in range(3):
+        opt.step()
+        step()
+    assert getattr(vars(opt).get("step"), "_wrapped_by_lr_sched", False)
 
 
 class _StepCounter:
