@@ -87,8 +87,7 @@ def test_step_clock_on_cpu_counts_marks_into_phases():
     for _ in range(3):
         clock.mark("data")
         sum(range(20000))  # some work in compute
-        clock.mark("compute")
-        clock.step_done()
+        clock.mark("compute", ends_step=True)
     shares = clock.window()
     assert shares["time/compute"] > shares["time/data"]
     assert clock.window()["time/step_ms"] == 0  # a new, empty window

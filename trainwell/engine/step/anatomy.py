@@ -52,7 +52,8 @@ class StepClock:
 
     def mark(self, phase: str, ends_step: bool = False) -> None:
         """The phase that just ended is ``phase``: the time since the last mark is its.
-        ``ends_step``: it is the step's last, and the step is counted (:meth:`step_done`)."""
+        ``ends_step``: it is the step's last, and the step is counted (the window's mean step
+        time divides by the steps counted)."""
         if ends_step:
             self._steps += 1
         if self._cuda:
@@ -61,10 +62,6 @@ class StepClock:
         now = time.perf_counter()
         self._window[phase] += now - self._last
         self._last = now
-
-    def step_done(self) -> None:
-        """Count an optimizer step (the window's mean step time divides by these)."""
-        self._steps += 1
 
     def window(self) -> dict[str, float]:
         """The window's share of time per phase (``time/<phase>``, summing to 1) and its mean
