@@ -36,7 +36,9 @@ PER_STEP = {
     "train_step": 1,
     "after_step": 1,
     "__call__": 2,  # the Stepper, the LossStep
-    "_plain_step": 1,  # with the batch's size and the scalar loss read in it
+    "_plain_step": 1,
+    "unpack": 1,
+    "sample_count": 1,
     "add": 1,  # MetricSums: the loss noted (a list append)
     "mark": 4,  # the last one counts the step
     "step": 1,  # sched_step's flat-schedule count

@@ -132,25 +132,13 @@ class Stepper:
         self.optimizer.zero_grad(set_to_none=True)
         if self.inspect is not None:
             self.inspect(batch)
-        # The usual (input, target) batch and scalar loss are read here, not by the helpers
-        # for every other kind: two calls fewer per step.
-        first = batch[0] if type(batch) in (list, tuple) and batch else None
-        if type(first) is torch.Tensor and first.ndim > 0:
-            count = first.shape[0]
-        else:
-            count = sample_count(batch)
+        count = sample_count(batch)
         self.samples += count
-        loss = self.step_fn(self.net, batch)
-        if type(loss) is torch.Tensor and loss.dim() == 0 and loss.is_floating_point():
-            metrics, n = None, count
-        else:
-            loss, metrics, n = unpack(loss, count)
+        loss, metrics, n = unpack(self.step_fn(self.net, batch), count)
         loss.backward()
         detached = loss.detach()
         if sums is not None:
-            if metrics is None:
-                metrics = {"loss": detached}
-            elif metrics["loss"] is loss:  # unpack's own dict: one detach for both
+            if metrics["loss"] is loss:  # unpack's own dict: one detach for sums and caller
                 metrics["loss"] = detached
             sums.add(metrics, n)
         if self.clock is not None:
