@@ -14,7 +14,7 @@ or merely sleeps a few milliseconds, out of its timing as trainwell's. On the di
 
 Sides (``overhead.py``'s model, data, optimizer and timing; ``--model mlp`` by default):
 
-- **hand-written loop**: ``overhead.py``'s, nothing between epochs.
+- **hand-written loop**: ``overhead.py``'s ``run_hand``, nothing between epochs.
 - **hand + sleep**: the same, sleeping ``--sleep-ms`` between epochs (no work at all).
 - **hand + last.pt**: the same, writing ``{"model", "optimizer"}`` state dicts to
   ``last.pt`` between epochs the careful way (a temporary file, fsync, rename), as a
@@ -54,7 +54,6 @@ from torch import nn
 from torch.utils.data import TensorDataset
 
 from trainwell.data.digits import load_digits_splits
-from trainwell.engine.build.optim import OptimConfig, build_optimizer
 
 HAND, SLEEP, CKPT, LEAN = "hand-written loop", "hand + sleep", "hand + last.pt", "trainwell (lean)"
 SIDES = (HAND, SLEEP, CKPT, LEAN)
@@ -70,37 +69,16 @@ def save_last(path: Path, model: nn.Module, optimizer: torch.optim.Optimizer) ->
     os.replace(tmp, path)
 
 
-def run_hand(train: TensorDataset, steps: int, between: Callable[..., None]) -> float:
-    """``overhead.py``'s hand-written loop with ``between(model, optimizer)`` after each
-    epoch, out of the timing; returns steps/s."""
-    model = bench.make_model([])
-    optimizer = build_optimizer(OptimConfig(), model)
-    loss_fn = nn.CrossEntropyLoss()
-    loader = bench.make_loader(train, 64)
-    model.train()
-    done, steps_time = 0, 0.0
-    while done < steps:
-        batches = iter(loader)
-        t0 = time.perf_counter()
-        for x, y in batches:
-            optimizer.zero_grad()
-            loss_fn(model(x), y).backward()
-            optimizer.step()
-            done += 1
-            if done == steps:
-                break
-        steps_time += time.perf_counter() - t0
-        between(model, optimizer)
-    return steps / steps_time
-
-
 def sides(args: argparse.Namespace, train: TensorDataset, tmp: Path) -> dict[str, Callable]:
     runs = (tmp / f"run-{i}" for i in range(10**9))
     sleep_s = args.sleep_ms / 1000
+    def hand(between: Callable[..., None] | None) -> Callable[[int], float]:
+        return lambda n: n / bench.run_hand(train, n, 64, between=between).steps_time
+
     return {
-        HAND: lambda n: run_hand(train, n, lambda m, o: None),
-        SLEEP: lambda n: run_hand(train, n, lambda m, o: time.sleep(sleep_s)),
-        CKPT: lambda n: run_hand(train, n, lambda m, o: save_last(tmp / "last.pt", m, o)),
+        HAND: hand(None),
+        SLEEP: hand(lambda m, o: time.sleep(sleep_s)),
+        CKPT: hand(lambda m, o: save_last(tmp / "last.pt", m, o)),
         LEAN: lambda n: n / bench.run_trainwell(train, n, 64, next(runs), True).steps_time,
     }
 

@@ -80,6 +80,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
@@ -174,10 +175,12 @@ def make_loader(train: TensorDataset, batch_size: int) -> DataLoader:
 
 
 def run_hand(
-    train: TensorDataset, steps: int, batch_size: int, metrics: bool = False
+    train: TensorDataset, steps: int, batch_size: int, metrics: bool = False,
+    between: Callable[[nn.Module, torch.optim.Optimizer], None] | None = None,
 ) -> Timing:
     """The classic loop for ``steps`` optimizer steps (with ``metrics``: two more numbers
-    per step, summed on the device and read once at the end)."""
+    per step, summed on the device and read once at the end; ``between(model, optimizer)``
+    after each epoch, out of the timing: ``benchmarks/epoch_end.py``'s sides)."""
     wall0 = time.perf_counter()
     stamps: list[float] = []
     model = make_model(stamps)
@@ -203,6 +206,8 @@ def run_hand(
             if done == steps:
                 break
         steps_time += time.perf_counter() - t0
+        if between is not None:
+            between(model, optimizer)
     sums.tolist()  # the one read of the sums, as trainwell's log point
     return Timing(steps_time, time.perf_counter() - wall0, typical_step(stamps))
 
