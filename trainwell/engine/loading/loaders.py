@@ -250,9 +250,7 @@ class TrainData:
         return self._steps(batches, left)
 
     def _steps(self, batches: Iterator[Any], left: int | None) -> Iterator[Sequence[Any]]:
-        if self.accum == 1:
-            # The usual: each batch a step of its own, as a 1-tuple, drawn in C (zip and
-            # islice): no Python frame resumed per step beside the loader's own.
+        if self.accum == 1:  # the usual: a batch per step (a 1-tuple), drawn in C, no frame
             return zip(batches if left is None else itertools.islice(batches, left))
         return self._accumulated(batches, left)
 
