@@ -21,29 +21,36 @@ from torch import nn
 from torch.utils.data import TensorDataset
 
 import trainwell
-from trainwell.engine.build.sched_step import mark_flat, scheduler_step
+from trainwell.engine.build.sched_step import (
+    flat_counter,
+    mark_flat,
+    scheduler_step,
+    steps_until_countable,
+)
 
 LEAN = ["train.precision=fp32", "doctor.enabled=false", "run.device=cpu", "sched.name=constant",
         "train.grad_clip=0", "data.batch_size=16", "train.epochs=1", "train.log_every=1000",
         "checkpoint.every_steps=0", "early_stop.patience=0"]  # fmt: skip
 
-# Per optimizer step, by function name: the loop, the step (fp32 on the CPU, one
-# micro-batch: the Stepper's straight path), the loss, its running sum, the step anatomy's
-# four marks (data, compute, optim, other), the flat schedule's count and the optimizer's
-# added-groups check. The data's steps are drawn in C (no generator of ours). Nothing else
-# of trainwell's.
+# Per optimizer step, by function name: the lean loop (Trainer.lean_steps: one frame per
+# epoch, after_step only at steps with work), the step (fp32 on the CPU, one micro-batch:
+# the Stepper's straight path), the loss, its running sum, the step anatomy's three marks
+# (data, compute, optim; after_step's "other" where it runs) and the optimizer's
+# added-groups check. A flat schedule's steps are counted at log points, not per step;
+# the data's steps are drawn in C (no generator of ours). Nothing else of trainwell's.
 PER_STEP = {
-    "train_step": 1,
-    "after_step": 1,
-    "__call__": 2,  # the Stepper, the LossStep
-    "_plain_step": 1,
+    "__call__": 1,  # the LossStep
+    "plain_step": 1,
     "unpack": 1,
     "sample_count": 1,
     "add": 1,  # MetricSums: the loss noted (a list append)
-    "mark": 4,  # the last one counts the step
-    "step": 1,  # sched_step's flat-schedule count
+    "mark": 3,  # the last one counts the step
     "before_step": 1,  # added_groups: one length comparison
 }
+# With a callback's on_step_end (or anything else that runs every step), each step is
+# train_step then after_step, as Trainer.train reads.
+PER_STEP_CALLED = {**PER_STEP, "train_step": 1, "after_step": 1, "__call__": 2, "mark": 4,
+                   "step": 1}  # fmt: skip
 
 
 def _data(n: int = 640) -> TensorDataset:
@@ -120,9 +127,7 @@ def test_a_changing_schedule_steps_torchs_scheduler_every_step(tmp_path, name):
     # the lr per group is the schedule's own (lr_factor and its warmup, per group).
     assert "step" not in ours  # sched_step's flat-schedule count did not run
     schedule = ("<lambda>", "lr_factor", "warmup_length", "is_import_path")
-    assert {k: v for k, v in ours.items() if k not in schedule} == {
-        k: v for k, v in PER_STEP.items() if k != "step"
-    }
+    assert {k: v for k, v in ours.items() if k not in schedule} == PER_STEP
 
 
 def test_a_flat_schedule_takes_off_torchs_step_wrapper_after_its_first_step():
@@ -179,6 +184,9 @@ def test_callbacks_are_dispatched_per_step_only_when_one_has_on_step_end(tmp_pat
     # The same config, just counted and warmed: no second warm-up run.
     ours, _ = _per_step(tmp_path / "step", [], callbacks=[counter], warm=False)
     assert ours["notify"] == 1 and ours["call"] == 1, sorted(ours.items())
+    dispatch = ("notify", "call", "has", "read_only", "active", "foreign", "is_main")
+    rest = {k: v for k, v in ours.items() if k not in dispatch}
+    assert rest == PER_STEP_CALLED, repr(sorted(ours.items()))
     assert counter.steps == 10 + 30  # the two counted runs
 
 
@@ -207,3 +215,23 @@ def test_a_flat_schedule_still_sets_the_lr_a_callback_changed(tmp_path, lr, peak
     assert [seen[0] for seen in nudger.seen] == [peak] * 6
     assert len(nudger.seen[0]) == 2  # both groups (decay, no decay) followed
     assert result.summary["steps"] == 6
+
+
+def test_a_flat_schedule_is_counted_at_once_only_while_every_group_holds_its_peak():
+    net = nn.Linear(2, 2)
+    opt = torch.optim.SGD([{"params": [net.weight]}, {"params": [net.bias], "lr": 0.2}], lr=0.1)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, mark_flat(lambda step: 1.0, 0))
+    assert flat_counter(sched) is None  # torch's first step() is still to come
+    opt.step()
+    scheduler_step(sched)()
+    count = flat_counter(sched)
+    assert count is not None
+    count(4)
+    assert (sched.last_epoch, sched._step_count) == (5, 6)
+    opt.param_groups[1]["lr"] = 0.05  # changed (a callback): torch's step() must set it back
+    assert flat_counter(sched) is None
+    opt.param_groups[1]["lr"] = 0.2
+    opt.add_param_group({"params": [nn.Parameter(torch.ones(1))], "lr": 0.1})
+    assert flat_counter(sched) is None  # a group the scheduler does not know yet
+    warm = torch.optim.lr_scheduler.LambdaLR(opt, mark_flat(lambda step: min(1.0, step / 5), 5))
+    assert steps_until_countable(warm) == 4

@@ -45,13 +45,9 @@ def mark_flat(factor: Callable[[int], float], flat_after: int | None) -> Callabl
 def scheduler_step(scheduler: Any) -> Callable[[], None]:
     """What to call after each optimizer step: ``scheduler.step``, or for a LambdaLR whose
     lambdas are all marked flat (:func:`mark_flat`), the same with a fast path once flat."""
-    if type(scheduler) is not torch.optim.lr_scheduler.LambdaLR:
+    flat_after = _flat_after(scheduler)
+    if flat_after is None:
         return scheduler.step
-    marked = [getattr(fn, FLAT_AFTER, None) for fn in scheduler.lr_lambdas]
-    starts = [int(s) for s in marked if s is not None]
-    if not starts or len(starts) != len(marked):
-        return scheduler.step
-    flat_after = max(starts)
     groups = scheduler.optimizer.param_groups
 
     def step() -> None:
@@ -74,6 +70,67 @@ def scheduler_step(scheduler: Any) -> Callable[[], None]:
             drop_step_tracking(scheduler.optimizer)
 
     return step
+
+
+def flat_counter(scheduler: Any) -> Callable[[int], None] | None:
+    """``count(n)``: ``n`` steps of a flat schedule at once, as ``n`` fast steps of
+    :func:`scheduler_step` would count them, where the schedule is flat from here on (a
+    LambdaLR marked flat, past its flat start and its first step, every group at its
+    peak lr); ``None`` otherwise. For a run of steps where nothing can change an lr
+    between two counts (the loop's lean steps, counted before anything reads them).
+
+    Example:
+        >>> opt = torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=0.1)
+        >>> sched = torch.optim.lr_scheduler.LambdaLR(opt, mark_flat(lambda step: 1.0, 0))
+        >>> flat_counter(sched) is None  # torch's first step() is still to come
+        True
+        >>> opt.step(); scheduler_step(sched)(); count = flat_counter(sched)
+        >>> count(5); sched.last_epoch, sched._step_count, sched.get_last_lr()
+        (6, 7, [0.1])
+    """
+    flat_after = _flat_after(scheduler)
+    if flat_after is None or scheduler._step_count < 2 or scheduler.last_epoch + 1 < flat_after:
+        return None
+    groups, bases = scheduler.optimizer.param_groups, scheduler.base_lrs
+    if len(groups) != len(bases):
+        return None
+    if any(type(g["lr"]) is not float or g["lr"] != base for g, base in zip(groups, bases)):
+        return None
+
+    def count(n: int) -> None:
+        scheduler._step_count += n
+        scheduler.last_epoch += n
+
+    return count
+
+
+def steps_until_countable(scheduler: Any) -> int | None:
+    """Scheduler steps still to take before :func:`flat_counter` can count them (0: now);
+    ``None`` for a schedule never known flat.
+
+    Example:
+        >>> opt = torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=0.1)
+        >>> sched = torch.optim.lr_scheduler.LambdaLR(opt, mark_flat(lambda step: 1.0, 5))
+        >>> steps_until_countable(sched)
+        4
+    """
+    flat_after = _flat_after(scheduler)
+    if flat_after is None:
+        return None
+    # flat_counter's conditions: torch's first step() taken, the next step() flat.
+    return max(0, max(1, flat_after - 1) - scheduler.last_epoch)
+
+
+def _flat_after(scheduler: Any) -> int | None:
+    """The step from which ``scheduler`` (a LambdaLR whose lambdas are all marked flat)
+    sets every lr to its peak; ``None`` for any other scheduler."""
+    if type(scheduler) is not torch.optim.lr_scheduler.LambdaLR:
+        return None
+    marked = [getattr(fn, FLAT_AFTER, None) for fn in scheduler.lr_lambdas]
+    starts = [int(s) for s in marked if s is not None]
+    if not starts or len(starts) != len(marked):
+        return None
+    return max(starts)
 
 
 def drop_step_tracking(optimizer: torch.optim.Optimizer) -> None:

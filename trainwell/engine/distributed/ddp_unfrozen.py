@@ -19,6 +19,8 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from trainwell.errors import UserError
+
 
 def sync_unfrozen_later(net: nn.Module, say: Callable[[str], None] = print) -> int:
     """Hook the parameters of a DDP ``net`` that are frozen now; returns how many.
@@ -48,3 +50,24 @@ def _average(net: nn.parallel.DistributedDataParallel, world: int, param: torch.
     if net.require_backward_grad_sync and param.grad is not None:
         dist.all_reduce(param.grad)
         param.grad.div_(world)
+
+
+def check_all_params_got_grads(model: nn.Module) -> None:
+    """After a DDP run's first backward (``find_unused_parameters`` off): every trainable
+    parameter got a gradient, else a :class:`~trainwell.errors.UserError` names them.
+
+    DDP waits for a gradient of every parameter; one that never gets any fails later with
+    a cryptic "Expected to have finished reduction".
+
+    Example:
+        >>> net = nn.Linear(2, 1)
+        >>> net(torch.ones(1, 2)).sum().backward()
+        >>> check_all_params_got_grads(net)  # both got one: nothing to say
+    """
+    unused = [n for n, p in model.named_parameters() if p.requires_grad and p.grad is None]
+    if unused:
+        shown = ", ".join(unused[:5]) + (f" and {len(unused) - 5} more" if len(unused) > 5 else "")
+        raise UserError(
+            f"parameters that received no gradient under DDP: {shown}; set "
+            "dist.find_unused_parameters=true, or freeze them (requires_grad=False)"
+        )

@@ -16,29 +16,30 @@ runs every ``train.log_every`` steps, not every step.
 from __future__ import annotations
 
 import itertools
-import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from torch import nn
-
-from trainwell.config import Config
 from trainwell.engine.build.optim import steps_per_eval
 from trainwell.engine.build.param_groups import group_lrs
-from trainwell.engine.build.sched_step import scheduler_step
+from trainwell.engine.build.sched_step import (
+    flat_counter,
+    scheduler_step,
+    steps_until_countable,
+)
 from trainwell.engine.checkpointing import checkpoint as ckpt
+from trainwell.engine.distributed.ddp_unfrozen import check_all_params_got_grads
 from trainwell.engine.distributed.placement import any_process, broadcast_object
 from trainwell.engine.loop.amp import amp_metrics
 from trainwell.engine.loop.assembly import Assembly, StepsProfiler
+from trainwell.engine.loop.divergence import stop_if_diverged
 from trainwell.engine.loop.memory import MemoryLog
 from trainwell.engine.loop.memory_watch import MemoryWatch, watch_step
 from trainwell.engine.loop.monitor import check_reported
 from trainwell.engine.loop.progress import Progress
 from trainwell.engine.run_dir.directory import RunDir
 from trainwell.engine.state.callbacks import read_only
-from trainwell.errors import Diverged, UserError
 from trainwell.loggers import Loggers
 
 
@@ -93,7 +94,9 @@ class Trainer(Assembly):
         # Per step: the scheduler's call (a fast path for a flat schedule) and whether
         # the one-off DDP gradient check is still to come; decided here, not per step.
         self._step_scheduler = None if self._per_eval else scheduler_step(self.scheduler)
-        self._ddp_check_due = self.place.distributed
+        dist = self.cfg.dist  # (with find_unused_parameters, DDP itself allows them)
+        self._ddp_check_due = (self.place.distributed and dist.strategy == "ddp"
+                               and not dist.find_unused_parameters)  # fmt: skip
         self._stop_collective = self.place.distributed  # else the flag alone, per step
         self.memory = MemoryLog(self.place.device)
         self.callbacks.writer = self._write_logged  # ctx.log
@@ -119,11 +122,14 @@ class Trainer(Assembly):
             steps = itertools.islice(self.data.epoch(epoch, skip), left)
             self._epoch_started = started = time.perf_counter()
             self.clock.restart()  # the evaluation before this epoch is no step's time
-            for micro_batches in steps:
-                self.train_step(micro_batches)
-                self.after_step()
-                if self.callbacks.stop_requested_by or self._memory_action == "stop":
-                    break  # the epoch still ends: evaluation, best, last
+            if self._lean():  # the same steps, after_step only at steps with work for it
+                self.lean_steps(steps)
+            else:
+                for micro_batches in steps:
+                    self.train_step(micro_batches)
+                    self.after_step()
+                    if self.callbacks.stop_requested_by or self._memory_action == "stop":
+                        break  # the epoch still ends: evaluation, best, last
             self.train_time += time.perf_counter() - started
             self.end_of_epoch(epoch)
             self.stop_if_requested()
@@ -151,13 +157,68 @@ class Trainer(Assembly):
         else:
             self.stepper(micro_batches, loop.window, loop.optim_window)
         if self._ddp_check_due:
-            _check_all_params_got_grads(self.model, self.cfg)
+            check_all_params_got_grads(self.model)
             self._ddp_check_due = False
         if self._step_scheduler is not None:
             self._step_scheduler()
         loop.step += 1
         # Since compute: the optimizer's step and the scheduler's; the step is counted.
         clock.mark("optim", ends_step=True)
+
+    def _lean(self) -> bool:
+        """This epoch's steps are lean: one fp32 micro-batch on the CPU (``Stepper.plain``),
+        no compiled first step due, one process, no ``on_step_end`` callback or profiler."""
+        return (self.stepper.plain and self.stepper.eager is None and self.data.accum == 1
+                and not self._on_step and self.profiler is None and not self.place.distributed)
+
+    def lean_steps(self, steps: Iterator[Sequence[Any]]) -> None:
+        """:meth:`train_step` then :meth:`after_step` for each of ``steps``, where
+        :meth:`_lean`: the same calls in the same order in one frame, but after_step only
+        at the steps where it has work (a log point, a step-N checkpoint, the run's last
+        step, a signal), known ahead, and a flat schedule's steps counted then
+        (:func:`~trainwell.engine.build.sched_step.flat_counter`). On a tiny model each
+        call a step makes is a share of its time (``benchmarks/overhead.py``)."""
+        stepper, loop, clock, stop = self.stepper, self.loop, self.clock, self.stop
+        window, due, since = loop.window, self._next_due(), loop.step
+        count, per_step = self._schedule_calls()
+        try:
+            for (batch,) in steps:
+                clock.mark("data")
+                stepper.plain_step(batch, window)
+                if per_step is not None:
+                    per_step()
+                loop.step += 1
+                clock.mark("optim", ends_step=True)
+                if loop.step >= due or stop.signum is not None:
+                    if count is not None:  # counted before anything reads the scheduler
+                        count(loop.step - since)
+                    since = loop.step
+                    self.after_step()
+                    due, (count, per_step) = self._next_due(), self._schedule_calls()
+                    if self.callbacks.stop_requested_by or self._memory_action == "stop":
+                        return  # as train()'s loop breaks
+        finally:
+            if count is not None:
+                count(loop.step - since)
+
+    def _schedule_calls(self) -> tuple[Callable[[int], None] | None, Callable[[], None] | None]:
+        """For lean steps: a count of a flat schedule's steps, or the call per step."""
+        if self._step_scheduler is None:  # stepped per evaluation
+            return None, None
+        count = flat_counter(self.scheduler)
+        return count, None if count is not None else self._step_scheduler
+
+    def _next_due(self) -> int:
+        """The next step where after_step has work, signals aside: the next log point,
+        step-N checkpoint or the run's last step (a memory verdict comes at a log point), or
+        where a flat schedule's steps can be counted."""
+        step, log, every = self.loop.step, self.cfg.train.log_every, self.cfg.checkpoint.every_steps
+        due = min(step - step % log + log, self.total_steps, step + self._until_countable())
+        return min(due, step - step % every + every) if every else due
+
+    def _until_countable(self) -> int:  # then a flat schedule's steps are counted at once
+        until = steps_until_countable(self.scheduler) if self._step_scheduler else None
+        return until or self.total_steps
 
     def _report_compile(self, seconds: float) -> None:
         """One line on the first compiled step: compilation's time, apart from the steps'."""
@@ -276,21 +337,7 @@ class Trainer(Assembly):
         self.checkpointer.save(self.run, self.loggers, names)
         self.notify("on_checkpoint", checkpoint=tuple(names))
         self.progress.epoch_line(epoch, self.cfg.train.epochs, loop.step, loop.metrics)
-        self._stop_if_diverged(fresh.get("train/loss"))
-
-    def _stop_if_diverged(self, epoch_loss: float | None) -> None:
-        """A loss NaN/Inf over the epoch and still at its end will not come back."""
-        # The last log window's loss says whether it is still there (no window: the epoch).
-        if epoch_loss is None:
-            return
-        last = epoch_loss if self._last_window_loss is None else self._last_window_loss
-        if math.isfinite(epoch_loss) or math.isfinite(last):
-            return
-        raise Diverged(
-            f"the training loss became {epoch_loss} and stayed there (diverged by step "
-            f"{self.loop.step}); lower optim.lr, raise sched.warmup_steps, or keep "
-            "train.grad_clip on; `trainwell lr-find` suggests an lr"
-        )
+        stop_if_diverged(fresh.get("train/loss"), self._last_window_loss, loop.step)
 
     def _write_logged(self, name: str, value: float) -> None:
         """``ctx.log``: to every logger at this step, and into the run's metrics."""
@@ -342,17 +389,3 @@ class Trainer(Assembly):
         if loop.epoch_done:
             return loop.epoch + 1, 0
         return loop.epoch, loop.steps_into_epoch
-
-
-def _check_all_params_got_grads(model: nn.Module, cfg: Config) -> None:
-    # DDP waits for a gradient of every parameter; one that never gets any fails later
-    # with a cryptic "Expected to have finished reduction". Name them instead.
-    if cfg.dist.find_unused_parameters or cfg.dist.strategy != "ddp":
-        return
-    unused = [n for n, p in model.named_parameters() if p.requires_grad and p.grad is None]
-    if unused:
-        shown = ", ".join(unused[:5]) + (f" and {len(unused) - 5} more" if len(unused) > 5 else "")
-        raise UserError(
-            f"parameters that received no gradient under DDP: {shown}; set "
-            "dist.find_unused_parameters=true, or freeze them (requires_grad=False)"
-        )

@@ -79,6 +79,8 @@ class Stepper:
     params: list[torch.Tensor] = field(init=False)
     # Samples through this process so far (for samples/s).
     samples: int = field(init=False, default=0)
+    # A step of one micro-batch can take plain_step (fp32 on the CPU, no clip, no scaler).
+    plain: bool = field(init=False, default=False)
     # fp16: steps the GradScaler skipped, counted on the device (the loop's counter when a
     # Trainer runs this stepper, so that it is checkpointed).
     amp_skipped: torch.Tensor | None = None
@@ -91,10 +93,10 @@ class Stepper:
         # fp32 and one process: no context to enter per micro-batch (a hot path).
         self._fp32 = self.precision.dtype is None
         # fp32 on the CPU without clipping or a GradScaler: a step of one micro-batch takes
-        # the straight path (_plain_step). Every line of Python a step runs costs several
+        # the straight path (plain_step). Every line of Python a step runs costs several
         # times its own time there, as it competes with torch's for the CPU's caches.
-        self._plain = (self._fp32 and not self._move and self.precision.scaler is None
-                       and self.grad_clip <= 0)  # fmt: skip
+        self.plain = (self._fp32 and not self._move and self.precision.scaler is None
+                      and self.grad_clip <= 0)  # fmt: skip
         if self.precision.scaler is not None and self.amp_skipped is None:
             self.amp_skipped = torch.zeros((), dtype=torch.int64, device=self.device)
 
@@ -112,8 +114,8 @@ class Stepper:
         if self.eager is not None:
             return self._first_compiled_step(micro_batches, sums, norms)
         accum = len(micro_batches)
-        if self._plain and accum == 1:
-            return self._plain_step(micro_batches[0], sums)
+        if self.plain and accum == 1:
+            return self.plain_step(micro_batches[0], sums)
         self.optimizer.zero_grad(set_to_none=True)
         if accum == 1:  # the usual: no loop, no sum
             total = self._micro_step(micro_batches[0], False, 1, sums, "compute")
@@ -126,9 +128,10 @@ class Stepper:
         assert total is not None
         return _mean(total, accum)
 
-    def _plain_step(self, batch: Any, sums: MetricSums | None) -> torch.Tensor:
+    def plain_step(self, batch: Any, sums: MetricSums | None) -> torch.Tensor:
         """:meth:`__call__`'s work for one fp32 micro-batch on the CPU, no clipping, no
-        scaler: the same calls in the same order, in one frame."""
+        scaler (where :attr:`plain` is true, and no compiled first step is due): the same
+        calls in the same order, in one frame."""
         self.optimizer.zero_grad(set_to_none=True)
         if self.inspect is not None:
             self.inspect(batch)
