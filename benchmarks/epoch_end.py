@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import os
 import statistics
 import sys
 import tempfile
@@ -50,23 +49,12 @@ from pathlib import Path
 
 import overhead as bench
 import torch
-from torch import nn
 from torch.utils.data import TensorDataset
 
 from trainwell.data.digits import load_digits_splits
 
 HAND, SLEEP, CKPT, LEAN = "hand-written loop", "hand + sleep", "hand + last.pt", "trainwell (lean)"
 SIDES = (HAND, SLEEP, CKPT, LEAN)
-
-
-def save_last(path: Path, model: nn.Module, optimizer: torch.optim.Optimizer) -> None:
-    """A resumable script's checkpoint: written to a temporary file, synced, renamed."""
-    tmp = path.with_suffix(".tmp")
-    with open(tmp, "wb") as f:
-        torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict()}, f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 def sides(args: argparse.Namespace, train: TensorDataset, tmp: Path) -> dict[str, Callable]:
@@ -78,7 +66,7 @@ def sides(args: argparse.Namespace, train: TensorDataset, tmp: Path) -> dict[str
     return {
         HAND: hand(None),
         SLEEP: hand(lambda m, o: time.sleep(sleep_s)),
-        CKPT: hand(lambda m, o: save_last(tmp / "last.pt", m, o)),
+        CKPT: hand(lambda m, o: bench.save_last(tmp / "last.pt", m, o)),
         LEAN: lambda n: n / bench.run_trainwell(train, n, 64, next(runs), True).steps_time,
     }
 

@@ -85,6 +85,8 @@ def test_memory(tmp_path: Path) -> None:
 def test_overhead_with_lightning_or_its_skip_line(tmp_path: Path) -> None:
     out = run_quick(tmp_path, [str(BENCHMARKS / "overhead.py"), "--model", "mlp"], 180)
     ratio(out, "trainwell / hand-written, steps/s")
+    ratio(out, "trainwell / hand-written + last.pt, steps/s")
+    assert re.search(r"^hand-written \+ last\.pt +\d+\.\d ", out, re.M), out
     if HAS_LIGHTNING:
         assert re.search(r"^Lightning Trainer +\d+\.\d ", out, re.M), out
         ratio(out, "trainwell / Lightning, steps/s")

@@ -34,10 +34,10 @@ LEAN = ["train.precision=fp32", "doctor.enabled=false", "run.device=cpu", "sched
 
 # Per optimizer step, by function name: the lean loop (Trainer.lean_steps: one frame per
 # epoch, after_step only at steps with work), the step (fp32 on the CPU, one micro-batch:
-# the Stepper's straight path), the loss, its running sum, the step anatomy's three marks
-# (data, compute, optim; after_step's "other" where it runs) and the optimizer's
-# added-groups check. A flat schedule's steps are counted at log points, not per step;
-# the data's steps are drawn in C (no generator of ours). Nothing else of trainwell's.
+# the Stepper's straight path), the loss, its running sum and the step anatomy's three
+# marks (data, compute, optim; after_step's "other" where it runs). A flat schedule's
+# steps are counted at log points, not per step; the added-groups check runs only after a
+# group was added; the data's steps are drawn in C (no generator of ours). Nothing else.
 PER_STEP = {
     "__call__": 1,  # the LossStep
     "plain_step": 1,
@@ -45,7 +45,6 @@ PER_STEP = {
     "sample_count": 1,
     "add": 1,  # MetricSums: the loss noted (a list append)
     "mark": 3,  # the last one counts the step
-    "before_step": 1,  # added_groups: one length comparison
 }
 # With a callback's on_step_end (or anything else that runs every step), each step is
 # train_step then after_step, as Trainer.train reads.
@@ -235,3 +234,21 @@ def test_a_flat_schedule_is_counted_at_once_only_while_every_group_holds_its_pea
     assert flat_counter(sched) is None  # a group the scheduler does not know yet
     warm = torch.optim.lr_scheduler.LambdaLR(opt, mark_flat(lambda step: min(1.0, step / 5), 5))
     assert steps_until_countable(warm) == 4
+
+
+def test_the_added_groups_check_runs_once_after_each_added_group_and_not_per_step():
+    from trainwell.engine.checkpointing.added_groups import track_added_groups
+
+    net = nn.Sequential(nn.Linear(2, 2), nn.Linear(2, 2))
+    opt = torch.optim.SGD(net[0].parameters(), lr=0.1)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: 0.5)
+    track_added_groups(opt, sched)
+    assert not opt._optimizer_step_pre_hooks  # nothing runs per step before a group is added
+    for i, layer in enumerate([net[1], nn.Linear(2, 2)]):  # two additions, steps apart
+        opt.add_param_group({"params": layer.parameters(), "lr": 0.01})
+        assert len(opt._optimizer_step_pre_hooks) == 1
+        net(torch.ones(1, 2)).sum().backward()
+        opt.step()
+        sched.step()  # torch's step() would fail on a group the scheduler does not know
+        assert not opt._optimizer_step_pre_hooks
+        assert [g["lr"] for g in opt.param_groups] == [0.05, 0.005] + [0.005] * i

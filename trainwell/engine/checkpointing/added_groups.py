@@ -33,8 +33,9 @@ _ONECYCLE_COPIED = ("max_momentum", "base_momentum")
 
 def track_added_groups(optimizer: torch.optim.Optimizer, scheduler: Any) -> None:
     """Let ``optimizer.add_param_group`` move parameters already held, and keep
-    ``scheduler`` in step with groups added later (checked before each optimizer step:
-    one length comparison).
+    ``scheduler`` in step with the groups it adds (told before the next optimizer step, by
+    a pre-hook that the call registers and that removes itself: nothing runs per step in
+    a run that adds no group).
 
     Example:
         >>> net = nn.Linear(2, 2)
@@ -46,8 +47,18 @@ def track_added_groups(optimizer: torch.optim.Optimizer, scheduler: Any) -> None
         [0, 2]
         >>> opt.step(); sched.step(); [g["lr"] for g in opt.param_groups]
         [0.05, 0.005]
+        >>> len(opt._optimizer_step_pre_hooks)  # the scheduler was told: the hook is gone
+        0
     """
     cls_add = type(optimizer).add_param_group
+    known = [len(optimizer.param_groups)]
+    pending: list[Any] = []  # the registered pre-hook's handle, until it has run
+
+    def before_step(opt: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+        pending.pop().remove()
+        if len(opt.param_groups) != known[0]:
+            known[0] = len(opt.param_groups)
+            sync_scheduler(scheduler, opt)
 
     def add_param_group(param_group: dict[str, Any]) -> None:
         params = param_group["params"]
@@ -58,16 +69,10 @@ def track_added_groups(optimizer: torch.optim.Optimizer, scheduler: Any) -> None
                 # Emptied groups stay: the scheduler's lists are indexed by group.
                 group["params"] = [p for p in group["params"] if id(p) not in moving]
         cls_add(optimizer, {**param_group, "params": params})
+        if not pending:
+            pending.append(optimizer.register_step_pre_hook(before_step))
 
     optimizer.add_param_group = add_param_group  # type: ignore[method-assign]
-    known = [len(optimizer.param_groups)]
-
-    def before_step(opt: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
-        if len(opt.param_groups) != known[0]:
-            known[0] = len(opt.param_groups)
-            sync_scheduler(scheduler, opt)
-
-    optimizer.register_step_pre_hook(before_step)
 
 
 def sync_scheduler(scheduler: Any, optimizer: torch.optim.Optimizer) -> None:
