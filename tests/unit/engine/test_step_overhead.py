@@ -32,14 +32,20 @@ LEAN = ["train.precision=fp32", "doctor.enabled=false", "run.device=cpu", "sched
         "train.grad_clip=0", "data.batch_size=16", "train.epochs=1", "train.log_every=1000",
         "checkpoint.every_steps=0", "early_stop.patience=0"]  # fmt: skip
 
-# Per optimizer step, by function name: the lean loop (Trainer.lean_steps: one frame per
-# epoch, after_step only at steps with work), the step (fp32 on the CPU, one micro-batch:
-# the Stepper's straight path), the loss, its running sum and the step anatomy's three
-# marks (data, compute, optim; after_step's "other" where it runs). A flat schedule's
-# steps are counted at log points, not per step; the added-groups check runs only after a
-# group was added; the data's steps are drawn in C (no generator of ours). Nothing else.
-PER_STEP = {
+# Per optimizer step, by function name: the lean loop (Trainer.lean_steps: runs of steps in
+# one frame, after_step only at steps with work) with the engine's loss step inlined
+# (trainwell/engine/step/lean.py: loss_steps): the batch's sample count and its (input,
+# target) split; the step anatomy's readings and the loss's note are inline. A flat
+# schedule's steps are counted at log points, not per step; the added-groups check runs
+# only after a group was added; the data's steps are drawn in C (no generator of ours).
+# Nothing else.
+PER_STEP = {"sample_count": 1, "pair": 1}
+# Lean steps that call the step (plain_steps: a schedule stepped every step, a user's step
+# function): the step (fp32 on the CPU, one micro-batch: the Stepper's straight path), the
+# loss, its running sum and the step anatomy's three marks (data, compute, optim).
+PER_STEP_PLAIN = {
     "__call__": 1,  # the LossStep
+    "pair": 1,
     "plain_step": 1,
     "unpack": 1,
     "sample_count": 1,
@@ -48,7 +54,7 @@ PER_STEP = {
 }
 # With a callback's on_step_end (or anything else that runs every step), each step is
 # train_step then after_step, as Trainer.train reads.
-PER_STEP_CALLED = {**PER_STEP, "train_step": 1, "after_step": 1, "__call__": 2, "mark": 4,
+PER_STEP_CALLED = {**PER_STEP_PLAIN, "train_step": 1, "after_step": 1, "__call__": 2, "mark": 4,
                    "step": 1}  # fmt: skip
 
 
@@ -126,7 +132,7 @@ def test_a_changing_schedule_steps_torchs_scheduler_every_step(tmp_path, name):
     # the lr per group is the schedule's own (lr_factor and its warmup, per group).
     assert "step" not in ours  # sched_step's flat-schedule count did not run
     schedule = ("<lambda>", "lr_factor", "warmup_length", "is_import_path")
-    assert {k: v for k, v in ours.items() if k not in schedule} == PER_STEP
+    assert {k: v for k, v in ours.items() if k not in schedule} == PER_STEP_PLAIN
 
 
 def test_a_flat_schedule_takes_off_torchs_step_wrapper_after_its_first_step():

@@ -40,6 +40,7 @@ from trainwell.engine.loop.monitor import check_reported
 from trainwell.engine.loop.progress import Progress
 from trainwell.engine.run_dir.directory import RunDir
 from trainwell.engine.state.callbacks import read_only
+from trainwell.engine.step.lean import fusable, loss_steps, plain_steps
 from trainwell.loggers import Loggers
 
 
@@ -173,33 +174,36 @@ class Trainer(Assembly):
 
     def lean_steps(self, steps: Iterator[Sequence[Any]]) -> None:
         """:meth:`train_step` then :meth:`after_step` for each of ``steps``, where
-        :meth:`_lean`: the same calls in the same order in one frame, but after_step only
-        at the steps where it has work (a log point, a step-N checkpoint, the run's last
-        step, a signal), known ahead, and a flat schedule's steps counted then
-        (:func:`~trainwell.engine.build.sched_step.flat_counter`). On a tiny model each
+        :meth:`_lean`: the same calls in the same order, but in runs of steps in one frame,
+        after_step only at the steps where it has work (a log point, a step-N checkpoint,
+        the run's last step, a signal), known ahead, and a flat schedule's steps counted
+        then (:func:`~trainwell.engine.build.sched_step.flat_counter`). On a tiny model each
         call a step makes is a share of its time (``benchmarks/overhead.py``)."""
-        stepper, loop, clock, stop = self.stepper, self.loop, self.clock, self.stop
-        window, due, since = loop.window, self._next_due(), loop.step
+        loop = self.loop
+        since = loop.step
         count, per_step = self._schedule_calls()
         try:
-            for (batch,) in steps:
-                clock.mark("data")
-                stepper.plain_step(batch, window)
-                if per_step is not None:
-                    per_step()
-                loop.step += 1
-                clock.mark("optim", ends_step=True)
-                if loop.step >= due or stop.signum is not None:
-                    if count is not None:  # counted before anything reads the scheduler
-                        count(loop.step - since)
-                    since = loop.step
-                    self.after_step()
-                    due, (count, per_step) = self._next_due(), self._schedule_calls()
-                    if self.callbacks.stop_requested_by or self._memory_action == "stop":
-                        return  # as train()'s loop breaks
+            while not self._steps_until(steps, self._next_due(), per_step):
+                if count is not None:  # counted before anything reads the scheduler
+                    count(loop.step - since)
+                since = loop.step
+                self.after_step()
+                count, per_step = self._schedule_calls()
+                if self.callbacks.stop_requested_by or self._memory_action == "stop":
+                    return  # as train()'s loop breaks
         finally:
             if count is not None:
                 count(loop.step - since)
+
+    def _steps_until(
+        self, steps: Iterator[Sequence[Any]], due: int, per_step: Callable[[], None] | None
+    ) -> bool:
+        """Lean steps until step ``due`` or a signal (``False``: after_step's turn) or the
+        end of ``steps`` (``True``): a loss's inlined where they can be (``step/lean.py``)."""
+        stepper, loop, stop = self.stepper, self.loop, self.stop
+        if per_step is None and fusable(stepper):
+            return loss_steps(stepper, steps, loop, due, stop)
+        return plain_steps(stepper, steps, loop, due, stop, per_step)
 
     def _schedule_calls(self) -> tuple[Callable[[int], None] | None, Callable[[], None] | None]:
         """For lean steps: a count of a flat schedule's steps, or the call per step."""

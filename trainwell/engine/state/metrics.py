@@ -59,14 +59,14 @@ class MetricSums:
                 self._count(name, value[1])
                 continue
             held = self.pending.get(name)
-            if held is None:
+            if held is None:  # (pending_of's work, inline: a call less per value)
                 held = self.pending[name] = []
                 self.pending_n[name] = []
             # A value without grad (the stepper's detached loss) needs no detach: one op less.
             held.append(value.detach() if value.requires_grad else value)
             self.pending_n[name].append(n)
             if len(held) >= self.FOLD_EVERY:
-                self._fold(name)
+                self.fold(name)
 
     def _total(self, name: str) -> torch.Tensor:
         total = self.sums.get(name)
@@ -75,8 +75,21 @@ class MetricSums:
             self.counts[name] = 0
         return total
 
-    def _fold(self, name: str) -> None:
+    def pending_of(self, name: str) -> tuple[list[torch.Tensor], list[int]]:
+        """The lists ``name``'s values and sample counts are noted in until folded (made if
+        need be): a loop that notes one scalar per step appends to them itself, as
+        :meth:`add` does, and calls :meth:`fold` when they hold :attr:`FOLD_EVERY`."""
+        values = self.pending.get(name)
+        if values is None:
+            values = self.pending[name] = []
+            self.pending_n[name] = []
+        return values, self.pending_n[name]
+
+    def fold(self, name: str) -> None:
+        """Add ``name``'s noted values into its sum (the lists are then new ones)."""
         values, ns = self.pending.pop(name), self.pending_n.pop(name)
+        if not values:  # lists made by pending_of that nothing was noted in
+            return
         # The usual: 0-d values of one dtype: one stack, one conversion (the same values
         # as converting each; two dispatches per value fewer). Checked with map, in C.
         if len(set(map(_DTYPE, values))) == 1 and set(map(_SHAPE, values)) == {_SCALAR}:
@@ -93,7 +106,7 @@ class MetricSums:
 
     def _fold_all(self) -> None:
         for name in list(self.pending):
-            self._fold(name)
+            self.fold(name)
 
     def _count(self, name: str, denominator: int | torch.Tensor) -> None:
         if not isinstance(denominator, torch.Tensor):
@@ -116,7 +129,7 @@ class MetricSums:
     @property
     def empty(self) -> bool:
         """Nothing added since the last reset."""
-        return not (self.sums or self.pending)
+        return not (self.sums or any(self.pending.values()))
 
     def reset(self) -> None:
         self.sums.clear()
@@ -155,8 +168,8 @@ class MetricSums:
             "sums": {k: v.detach().cpu() for k, v in self.sums.items()},
             "counts": dict(self.counts),
             "device_counts": {k: v.detach().cpu() for k, v in self.device_counts.items()},
-            "pending": {k: [v.detach().cpu() for v in vs] for k, vs in self.pending.items()},
-            "pending_n": {k: list(ns) for k, ns in self.pending_n.items()},
+            "pending": {k: [v.detach().cpu() for v in vs] for k, vs in self.pending.items() if vs},
+            "pending_n": {k: list(ns) for k, ns in self.pending_n.items() if ns},
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:

@@ -63,6 +63,23 @@ class StepClock:
         self._window[phase] += now - self._last
         self._last = now
 
+    @property
+    def since(self) -> float:
+        """The time of the last mark (``time.perf_counter()``): where the next phase began."""
+        return self._last
+
+    def record(self, data: float, compute: float, optim: float, steps: int, until: float) -> None:
+        """Steps a loop timed itself, on the CPU (:mod:`trainwell.engine.step.fused`): their
+        seconds of each phase into the window, as :meth:`mark` would have added them, the
+        steps counted; ``until`` is the time of its last reading (the next phase's start)."""
+        assert not self._cuda, "a CUDA step's phases are timed by events (mark)"
+        window = self._window
+        window["data"] += data
+        window["compute"] += compute
+        window["optim"] += optim
+        self._steps += steps
+        self._last = until
+
     def window(self) -> dict[str, float]:
         """The window's share of time per phase (``time/<phase>``, summing to 1) and its mean
         step time (``time/step_ms``); then a new window starts."""

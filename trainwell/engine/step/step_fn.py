@@ -238,6 +238,17 @@ class LossStep:
     accuracy: bool = False
 
     def __call__(self, model: nn.Module, batch: Any) -> torch.Tensor | dict[str, MetricValue]:
+        inputs, targets = self.pair(batch)
+        outputs = model(inputs)
+        loss = self.loss_fn(outputs, targets)
+        if not self.accuracy or not is_class_target(outputs, targets):
+            return loss
+        return {"loss": loss, "accuracy": class_hits(outputs, targets, self.ignore_index)}
+
+    @staticmethod
+    def pair(batch: Any) -> tuple[Any, Any]:
+        """``(input, target)`` of ``batch``, the target widened to int64 where it is a
+        narrower integer (:class:`StepError` for a batch that is no pair)."""
         if type(batch) in (list, tuple) and len(batch) == 2:  # the usual: no checks to run
             inputs, targets = batch
         else:
@@ -246,11 +257,7 @@ class LossStep:
             # int32 / uint8 labels (NumPy's, an image mask's): widened without loss, as
             # torch's class-index losses want int64.
             targets = targets.long()
-        outputs = model(inputs)
-        loss = self.loss_fn(outputs, targets)
-        if not self.accuracy or not is_class_target(outputs, targets):
-            return loss
-        return {"loss": loss, "accuracy": class_hits(outputs, targets, self.ignore_index)}
+        return inputs, targets
 
     @property
     def ignore_index(self) -> int | None:
