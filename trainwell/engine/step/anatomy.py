@@ -69,7 +69,7 @@ class StepClock:
         return self._last
 
     def record(self, data: float, compute: float, optim: float, steps: int, until: float) -> None:
-        """Steps a loop timed itself, on the CPU (:mod:`trainwell.engine.step.fused`): their
+        """Steps a loop timed itself, on the CPU (:mod:`trainwell.engine.step.lean`): their
         seconds of each phase into the window, as :meth:`mark` would have added them, the
         steps counted; ``until`` is the time of its last reading (the next phase's start)."""
         assert not self._cuda, "a CUDA step's phases are timed by events (mark)"
