@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import random
+
+import numpy as np
 import pytest
 import torch
 
-from trainwell.engine.state.loop_state import LoopState
+from trainwell.engine.state.loop_state import LoopState, restore_rng, rng_state
 
 CPU = torch.device("cpu")
 
@@ -123,3 +126,35 @@ def test_metrics_come_back_as_floats():
     fresh.load_state_dict(state)
     assert fresh.metrics == {"val/accuracy": 1.0, "val/loss": 0.5}
     assert all(type(v) is float for v in fresh.metrics.values())
+
+
+def _draws():
+    return (random.random(), random.gauss(0, 1), np.random.rand(), float(torch.rand(())))
+
+
+@pytest.mark.parametrize("half_gauss", [False, True], ids=["no-gauss", "gauss-cached"])
+def test_every_rng_continues_after_a_round_trip_through_a_file(tmp_path, half_gauss):
+    random.seed(3), np.random.seed(3), torch.manual_seed(3)
+    if half_gauss:  # Python's gauss caches its second value: the state must carry it
+        random.gauss(0, 1), np.random.randn()
+    state = rng_state()
+    expected = _draws()
+    torch.save(state, tmp_path / "rng.pt")
+    random.seed(9), np.random.seed(9), torch.manual_seed(9)
+    restore_rng(torch.load(tmp_path / "rng.pt", weights_only=True))
+    assert _draws() == expected
+
+
+def test_python_rng_is_one_tensor_not_625_ints():
+    # Each int of a tuple is pickled on its own; the checkpoint's save pays for each one.
+    py = rng_state()["python"]
+    assert py["words"].dtype == torch.int64 and py["words"].shape == (625,)
+
+
+def test_a_checkpoint_from_before_keeps_pythons_rng_as_the_tuple_and_still_restores():
+    random.seed(11)
+    old = rng_state() | {"python": random.getstate()}  # the format checkpoints had before
+    expected = random.random()
+    random.seed(0)
+    restore_rng(old)
+    assert random.random() == expected

@@ -105,7 +105,7 @@ def rng_state() -> dict[str, Any]:
     assert isinstance(np_state, tuple)  # the MT19937 global RNG always gives the tuple
     _, keys, pos, has_gauss, cached_gaussian = np_state
     state: dict[str, Any] = {
-        "python": random.getstate(),
+        "python": _python_rng(),
         "numpy": {
             "keys": torch.from_numpy(keys.astype(np.int64)),
             "pos": int(pos),
@@ -121,7 +121,7 @@ def rng_state() -> dict[str, Any]:
 
 def restore_rng(state: dict[str, Any]) -> None:
     """Put every RNG back where :func:`rng_state` found it."""
-    random.setstate(state["python"])
+    _restore_python_rng(state["python"])
     np_state = state["numpy"]
     np.random.set_state(
         ("MT19937", np_state["keys"].numpy().astype(np.uint32), np_state["pos"],
@@ -130,3 +130,20 @@ def restore_rng(state: dict[str, Any]) -> None:
     torch.set_rng_state(state["torch"])
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def _python_rng() -> dict[str, Any]:
+    """Python's RNG state with its 625 words in one tensor.
+
+    As a tuple, each int is pickled on its own through torch's persistent_id: 625 of the
+    ~1,600 objects a small run's checkpoint pickles, a quarter of the save's time.
+    """
+    version, words, gauss = random.getstate()
+    return {"version": version, "words": torch.tensor(words, dtype=torch.int64), "gauss": gauss}
+
+
+def _restore_python_rng(state: Any) -> None:
+    """Set Python's RNG from :func:`_python_rng`'s dict or, in older checkpoints, the tuple."""
+    if isinstance(state, dict):
+        state = (state["version"], tuple(state["words"].tolist()), state["gauss"])
+    random.setstate(state)
