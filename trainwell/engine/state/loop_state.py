@@ -136,7 +136,7 @@ def _python_rng() -> dict[str, Any]:
     """Python's RNG state with its 625 words in one tensor.
 
     As a tuple, each int is pickled on its own through torch's persistent_id: 625 of the
-    ~1,600 objects a small run's checkpoint pickles, a quarter of the save's time.
+    ~1,600 objects a small run's checkpoint pickles (its pickling: 0.89 -> 0.67 ms, measured).
     """
     version, words, gauss = random.getstate()
     return {"version": version, "words": torch.tensor(words, dtype=torch.int64), "gauss": gauss}
