@@ -78,7 +78,7 @@ EAGER = "eager"
 COMPILED = "compiled (compile excluded)"
 SIDES = (EAGER, COMPILED)
 DEFAULT = Size(layers=4, dim=64, heads=4, seq=64, vocab=256, batch=16)
-QUICK = Size(layers=2, dim=32, heads=2, seq=16, vocab=64, batch=4)
+QUICK = Size(layers=1, dim=32, heads=2, seq=16, vocab=64, batch=4)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

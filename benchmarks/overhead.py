@@ -325,11 +325,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     # the very thing compared here, the largest share of a step: a conservative ratio.
     parser.add_argument("--threads", type=positive_int, default=1, help="torch intra-op threads")
     parser.add_argument(
-        "--quick", action="store_true", help="a smoke run of a few seconds (40 steps, 2 repeats)"
+        "--quick", action="store_true", help="a smoke run of a few seconds (40 steps, 1 repeat)"
     )
     args = parser.parse_args(argv)
     if args.quick:
-        args.steps, args.repeats = 40, 2
+        args.steps, args.repeats = 40, 1
     return args
 
 

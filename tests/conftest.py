@@ -18,6 +18,11 @@ import pytest
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 if "torch" in sys.modules:  # imported before this file (a plugin): set it there too
     sys.modules["torch"].set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+# Inductor compiles in a pool of one process per core by default: two more processes that
+# import torch, on cores the other workers already fill. One thread compiles in the process
+# itself: benchmarks/compile.py --quick (then 2 layers) took 51 s of CPU with the pool, 37 s
+# without.
+os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
 
 from trainwell.cli import main  # noqa: E402
 
