@@ -419,11 +419,9 @@ def main(argv: list[str] | None = None) -> int:
         f"trainwell scaling benchmark: {os.cpu_count()} logical CPUs ({cpu}), "
         f"torch {torch.__version__}, gloo"
     )
-    doubled = (
-        ""
-        if args.quick
-        else (f", {2 * args.threads} in the 1 process x {2 * args.threads} threads row")
-    )
+    t2 = 2 * args.threads  # the row on twice the threads, where rows_for kept it
+    doubled = f", {t2} in the 1 process x {t2} threads row" if any(
+        row.threads == t2 for row in rows) else ""  # fmt: skip
     print(
         f"threads: OMP_NUM_THREADS=MKL_NUM_THREADS set per row in each command's "
         f"environment: {args.threads} per process (1-process and 2-process rows){doubled}"
