@@ -38,3 +38,37 @@ def queued() -> float:
         return int(os.pread(fd, 64, 0).split()[1]) * 1e-9
     except (OSError, ValueError, IndexError):  # the thread's file went away
         return 0.0
+
+
+_OTHERS: dict[str, int] = {}  # another thread's id (in /proc/self/task) -> its file
+
+
+def others_queued() -> dict[str, float]:
+    """Seconds each other thread of this process has spent queued for a CPU, by thread
+    id; empty where the system does not say. A thread that waits for another (torch's
+    intra-op threads at the end of each parallel operation) spins while that one is
+    queued: the caller's CPU time grows by a busy machine's load after all.
+
+    Example:
+        >>> all(seconds >= 0.0 for seconds in others_queued().values())
+        True
+    """
+    try:
+        names = os.listdir("/proc/self/task")
+    except OSError:
+        return {}
+    me = str(threading.get_native_id())
+    out = {}
+    for name in names:
+        if name == me:
+            continue
+        fd = _OTHERS.get(name)
+        try:
+            if fd is None:
+                fd = _OTHERS[name] = os.open(f"/proc/self/task/{name}/schedstat", os.O_RDONLY)
+            out[name] = int(os.pread(fd, 64, 0).split()[1]) * 1e-9
+        except (OSError, ValueError, IndexError):  # the thread ended meanwhile
+            continue
+    for name in [n for n in _OTHERS if n not in out]:  # ended threads: close their files
+        os.close(_OTHERS.pop(name))
+    return out

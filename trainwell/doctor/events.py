@@ -178,7 +178,11 @@ class BatchEvent:
     """A batch came out of a DataLoader after ``wait_s`` seconds; ``site`` is the user's
     line that iterates the loader (the ``for`` statement). ``queued_s`` is
     :func:`~trainwell.doctor.clock.queued` when the wait began, ``wait_queued_s`` the
-    part of the wait spent queued for a CPU (a busy machine's share of it)."""
+    part of the wait spent queued for a CPU (a busy machine's share of it),
+    ``wait_cpu_s`` the CPU time this thread used in it (loading in the main process,
+    ``num_workers=0``; next to none when workers load), ``wait_others_queued_s`` the
+    longest any other thread of the process sat queued in it (measured for loading in
+    the main process only)."""
 
     loader: Any  # the DataLoader's iterator
     batch: Any
@@ -187,6 +191,8 @@ class BatchEvent:
     site: Site | None = None
     queued_s: float = 0.0
     wait_queued_s: float = 0.0
+    wait_cpu_s: float = 0.0
+    wait_others_queued_s: float = 0.0
 
 
 @dataclass(slots=True)

@@ -22,7 +22,7 @@ import torch
 from torch import nn
 
 from trainwell.doctor.calls import call_patches
-from trainwell.doctor.clock import queued
+from trainwell.doctor.clock import others_queued, queued
 from trainwell.doctor.events import (
     LOSSES,
     BatchEvent,
@@ -94,15 +94,26 @@ def _optimizer_init(doctor: Any) -> Any:
     return optimizer_created
 
 
+def _most_queued(before: dict[str, float] | None) -> float:
+    """The longest any other thread sat queued for a CPU since ``before`` was read."""
+    if not before:
+        return 0.0
+    after = others_queued()
+    return max((after[k] - before[k] for k in after.keys() & before.keys()), default=0.0)
+
+
 def _loader_next(doctor: Any, next_batch: Any) -> Any:
     def loader_next(it):
-        start, start_queued = time.perf_counter(), queued()
+        # Loading in this process: the other threads' queueing too (see _most_queued).
+        others = others_queued() if it._num_workers == 0 else None
+        start, start_queued, start_cpu = time.perf_counter(), queued(), time.thread_time()
         try:
             batch = next_batch(it)
         except StopIteration:
             doctor._dispatch("on_epoch_end", EpochEndEvent(it._dataset))
             raise
         wait, wait_queued = time.perf_counter() - start, queued() - start_queued
+        wait_cpu, others_wait = time.thread_time() - start_cpu, _most_queued(others)
         if doctor.swap_batch is not None:
             batch = doctor.swap_batch(it, batch)
         if it._num_yielded == 1:  # the loop's line, found once per pass over the data
@@ -110,7 +121,8 @@ def _loader_next(doctor: Any, next_batch: Any) -> Any:
         site = getattr(it, "_trainwell_site", None)
         # Kept for the NaN explanations (is the data itself bad?) until the next batch.
         doctor.last_batch = event = BatchEvent(it, batch, wait, it._num_yielded, site,
-                                               start_queued, wait_queued)  # fmt: skip
+                                               start_queued, wait_queued, wait_cpu,
+                                               others_wait)  # fmt: skip
         doctor._dispatch("on_batch", event)
         return batch
 

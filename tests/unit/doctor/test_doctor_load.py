@@ -11,12 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from trainwell.doctor.clock import queued
+from trainwell.doctor.clock import others_queued, queued
+from trainwell.doctor.events import BatchEvent
+from trainwell.doctor.probes.data_bottleneck import _winnable
 
 CORPUS = Path(__file__).resolve().parents[2] / "doctor_corpus"
 TINY = ["ok_tiny_mnist_examples_style", "ok_tiny_mnist_quickstart_style",
         "ok_tiny_mnist_cnn_augment"]  # fmt: skip
-REAL = ["slow_data_decode_per_sample", "bottleneck_csv_rows_parsed_per_item"]
+# Waits on files (sleeps stand for them), and one that computes (numpy FFTs per item).
+REAL = ["slow_data_decode_per_sample", "bottleneck_csv_rows_parsed_per_item",
+        "bottleneck_cpu_numpy_features_per_item"]  # fmt: skip
 
 
 @pytest.fixture
@@ -54,8 +58,8 @@ def test_a_tiny_loop_beside_busy_processes_is_no_bottleneck(script, tmp_path, bu
 def test_a_real_bottleneck_beside_busy_processes_is_still_found(script, tmp_path, busy_machine):
     found = bottlenecks(script, tmp_path)
     assert len(found) == 1 and found[0]["severity"] == "warning"
-    # The wait per batch is the loading's own (sleeps standing for file reads), not
-    # inflated by the queue for a CPU.
+    # The wait per batch is the loading's own (30-90 ms here alone), not inflated by the
+    # queue for a CPU.
     assert 30 < found[0]["evidence"]["wait_ms"] < 120
 
 
@@ -68,3 +72,42 @@ def test_the_queued_time_grows_while_another_process_holds_the_cpu(busy_machine)
     for i in range(3_000_000):  # about a second of work, shared with three spinners
         x += i
     assert queued() > start
+
+
+def wait(s, queued=0.0, cpu=0.0, others=0.0):
+    return BatchEvent(None, None, s, 2, wait_queued_s=queued, wait_cpu_s=cpu,
+                      wait_others_queued_s=others)  # fmt: skip
+
+
+def test_a_wait_on_files_is_won_back_whole_and_computing_as_far_as_the_cores_go():
+    assert _winnable(wait(0.070, cpu=0.002), cores=2) == pytest.approx((0.070, 0.069))
+    assert _winnable(wait(0.040, cpu=0.040), cores=2) == pytest.approx((0.040, 0.020))
+    assert _winnable(wait(0.040, cpu=0.040), cores=8) == pytest.approx((0.040, 0.035))
+    assert _winnable(wait(0.040, cpu=0.040), cores=1) == pytest.approx((0.040, 0.0))
+
+
+def test_a_busy_machine_is_taken_off_the_wait_and_a_partner_threads_spinning_too():
+    # Queued 90 of 150 ms; 60 ms of CPU, a partner thread queued 60% of the wait: the
+    # thread spun for it, so 24 ms of computing.
+    assert _winnable(wait(0.150, queued=0.090, cpu=0.060, others=0.090), cores=2) == \
+        pytest.approx((0.024, 0.012))
+    # Single-threaded work beside the same load: its CPU time is its own.
+    assert _winnable(wait(0.300, queued=0.150, cpu=0.145), cores=2)[0] == pytest.approx(0.150)
+
+
+def test_the_other_threads_queued_time_is_read_by_thread():
+    if not Path("/proc/self/task").exists():
+        pytest.skip("the system does not count queued time")
+    import threading
+
+    stop = threading.Event()
+    t = threading.Thread(target=stop.wait)
+    t.start()
+    try:
+        seen = others_queued()
+        assert str(t.native_id) in seen and all(v >= 0.0 for v in seen.values())
+        assert str(threading.get_native_id()) not in seen
+    finally:
+        stop.set()
+        t.join()
+    assert str(t.native_id) not in others_queued()

@@ -49,7 +49,10 @@ def csv_series(run: Path) -> dict[str, list[tuple[int, float]]]:
 def tb_series(run: Path) -> dict[str, list[tuple[int, float]]]:
     acc = EventAccumulator(str(run / "tensorboard"))
     acc.Reload()
-    return {tag: [(e.step, e.value) for e in acc.Scalars(tag)] for tag in acc.Tags()["scalars"]}
+    series = {tag: [(e.step, e.value) for e in acc.Scalars(tag)] for tag in acc.Tags()["scalars"]}
+    # A resumed run's purge_step drops a killed run's later points but keeps their tag:
+    # mem/tensor_mb, first sampled 10 s into a run, can exist only past the resume step.
+    return {tag: points for tag, points in series.items() if points}
 
 
 def mlflow_runs(db: Path) -> tuple[MlflowClient, list]:
