@@ -33,34 +33,45 @@ def busy_machine():
         p.wait()
 
 
-def bottlenecks(script: str, tmp_path: Path) -> list[dict]:
-    # In a process of its own: threads other tests left in this one (a logger's, a stop
+def bottlenecks(scripts: list[str], tmp_path: Path) -> dict[str, list[dict]]:
+    """Each script's data-bottleneck findings, the doctors run side by side: each is one
+    more busy process for the others (and the machine's cores are spent once, not once
+    per script)."""
+    # In processes of their own: threads other tests left in this one (a logger's, a stop
     # watcher's) would take the GIL from the loop, a wait the kernel does not count as
     # queued, and this test is about other processes.
-    out = tmp_path / f"{script}.json"
-    cmd = [sys.executable, "-m", "trainwell", "doctor", "--json", str(out),
-           str(CORPUS / f"{script}.py")]  # fmt: skip
-    proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return [f for f in json.loads(out.read_text())["findings"] if f["code"] == "data-bottleneck"]
+    procs = {}
+    for script in scripts:
+        cmd = [sys.executable, "-m", "trainwell", "doctor", "--json",
+               str(tmp_path / f"{script}.json"), str(CORPUS / f"{script}.py")]  # fmt: skip
+        procs[script] = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.DEVNULL,
+                                         stderr=subprocess.PIPE, text=True)  # fmt: skip
+    found = {}
+    for script, proc in procs.items():
+        _, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err[-3000:]
+        report = json.loads((tmp_path / f"{script}.json").read_text())
+        found[script] = [f for f in report["findings"] if f["code"] == "data-bottleneck"]
+    return found
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("script", TINY)
-def test_a_tiny_loop_beside_busy_processes_is_no_bottleneck(script, tmp_path, busy_machine):
-    found = bottlenecks(script, tmp_path)
+def test_tiny_loops_beside_busy_processes_are_no_bottleneck(tmp_path, busy_machine):
+    found = bottlenecks(TINY, tmp_path)
     # The evidence (wait and work per batch, share) says which timing the load inflated.
-    assert found == [], [(f["line"], f["evidence"]) for f in found]
+    assert all(f == [] for f in found.values()), {
+        script: [(f["line"], f["evidence"]) for f in fs] for script, fs in found.items() if fs
+    }
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("script", REAL)
-def test_a_real_bottleneck_beside_busy_processes_is_still_found(script, tmp_path, busy_machine):
-    found = bottlenecks(script, tmp_path)
-    assert len(found) == 1 and found[0]["severity"] == "warning"
-    # The wait per batch is the loading's own (30-90 ms here alone), not inflated by the
-    # queue for a CPU.
-    assert 30 < found[0]["evidence"]["wait_ms"] < 120
+def test_real_bottlenecks_beside_busy_processes_are_still_found(tmp_path, busy_machine):
+    found = bottlenecks(REAL, tmp_path)
+    for script, fs in found.items():
+        assert len(fs) == 1 and fs[0]["severity"] == "warning", (script, fs)
+        # The wait per batch is the loading's own (30-90 ms here alone), not inflated by
+        # the queue for a CPU.
+        assert 30 < fs[0]["evidence"]["wait_ms"] < 120, (script, fs[0]["evidence"])
 
 
 @pytest.mark.slow
