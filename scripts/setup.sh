@@ -36,5 +36,9 @@ fi
 # (TensorBoard, MLflow, ONNX, the HTML report) come too, so every feature and its tests work.
 step 3 "trainwell with TensorBoard, MLflow, ONNX, the report and the test tools (a minute or two)"
 "$VPY" -m pip install --quiet numpy -e ".[dev,all]" 2>&1 | grep -v -E "^(WARNING|  )|DEPRECATION" || true
+# Bytecode ahead of time: where PYTHONDONTWRITEBYTECODE is set (as on these machines)
+# every process would compile the package from source again, 0.6 s of each
+# `trainwell train` here (5.6 s against 4.8 s of CPU for a 2-step run).
+"$VPY" -m compileall -q trainwell tests benchmarks >/dev/null || true
 step 4 "check"
 "$VPY" -c "import torch, trainwell; print(f'setup: trainwell {trainwell.__version__}, torch {torch.__version__}')"
