@@ -68,10 +68,10 @@ class DataBottleneckProbe:
     data-bound (see :func:`_winnable`). A short wait is never worth a warning, whatever
     its share, nor a run in which workers would win back less than ``MIN_LOST_S`` in all
     (the winnable part of the wait per batch times the batches timed): they cost about
-    that to start. The
-    finding points where the fix goes: the ``DataLoader(...)`` call (``num_workers``,
-    ``pin_memory``) with the data set's ``__getitem__`` as related; when each batch
-    comes from a new iterator (``next(iter(loader))`` every step), the line that makes it.
+    that to start. The finding points where the fix goes: the ``DataLoader(...)`` call
+    (``num_workers``, ``pin_memory``) with the data set's ``__getitem__`` as related;
+    when each batch comes from a new iterator (``next(iter(loader))`` every step), the
+    line that makes it.
     """
 
     SKIP = 3
