@@ -94,6 +94,12 @@ def _optimizer_init(doctor: Any) -> Any:
     return optimizer_created
 
 
+# After a wait for a batch under this (less its time queued for a CPU), far from
+# data-bottleneck's 5 ms, the next one skips reading the other threads' queueing: what
+# it is read for only ever shortens a wait.
+SLOW_WAIT_S = 0.001
+
+
 def _most_queued(before: dict[str, float] | None) -> float:
     """The longest any other thread sat queued for a CPU since ``before`` was read."""
     if not before:
@@ -104,8 +110,10 @@ def _most_queued(before: dict[str, float] | None) -> float:
 
 def _loader_next(doctor: Any, next_batch: Any) -> Any:
     def loader_next(it):
-        # Loading in this process: the other threads' queueing too (see _most_queued).
-        others = others_queued() if it._num_workers == 0 else None
+        # Loading in this process: the other threads' queueing too (see _most_queued),
+        # while its waits are long enough to matter (two reads cost about 60 us).
+        slow = it._num_workers == 0 and getattr(it, "_trainwell_slow", True)
+        others = others_queued() if slow else None
         start, start_queued, start_cpu = time.perf_counter(), queued(), time.thread_time()
         try:
             batch = next_batch(it)
@@ -114,6 +122,7 @@ def _loader_next(doctor: Any, next_batch: Any) -> Any:
             raise
         wait, wait_queued = time.perf_counter() - start, queued() - start_queued
         wait_cpu, others_wait = time.thread_time() - start_cpu, _most_queued(others)
+        it._trainwell_slow = wait - wait_queued >= SLOW_WAIT_S
         if doctor.swap_batch is not None:
             batch = doctor.swap_batch(it, batch)
         if it._num_yielded == 1:  # the loop's line, found once per pass over the data

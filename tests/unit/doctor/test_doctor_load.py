@@ -122,3 +122,33 @@ def test_the_other_threads_queued_time_is_read_by_thread():
         stop.set()
         t.join()
     assert str(t.native_id) not in others_queued()
+
+
+# Slow: two reads a batch, and one more for the call that finds the loader spent.
+@pytest.mark.parametrize("nap, most", [(0.0, 10), (0.002, 2 * 40 + 1)])
+def test_the_other_threads_are_read_only_while_the_waits_are_long(monkeypatch, nap, most):
+    """Two reads of every thread's schedstat cost about 60 us: a loader whose batches
+    come in well under a millisecond is spared them after its first batches."""
+    import time
+
+    import torch
+    from torch.utils.data import DataLoader, Dataset
+
+    import trainwell.doctor
+    from trainwell.doctor import patches
+
+    reads = []
+    monkeypatch.setattr(patches, "others_queued", lambda: reads.append(1) or {"1": 0.0})
+
+    class Napping(Dataset):
+        def __len__(self):
+            return 40
+
+        def __getitem__(self, i):
+            time.sleep(nap)
+            return torch.ones(2)
+
+    with trainwell.doctor.watch():
+        batches = sum(1 for _ in DataLoader(Napping(), batch_size=1))
+    assert batches == 40
+    assert (0 < len(reads) <= most) if nap == 0 else len(reads) == most, len(reads)
