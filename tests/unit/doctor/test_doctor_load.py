@@ -13,7 +13,7 @@ import pytest
 
 from trainwell.doctor.clock import others_queued, queued
 from trainwell.doctor.events import BatchEvent
-from trainwell.doctor.probes.data_bottleneck import _winnable
+from trainwell.doctor.probes.data_bottleneck import winnable
 
 CORPUS = Path(__file__).resolve().parents[2] / "doctor_corpus"
 TINY = ["ok_tiny_mnist_examples_style", "ok_tiny_mnist_quickstart_style",
@@ -91,19 +91,19 @@ def wait(s, queued=0.0, cpu=0.0, others=0.0):
 
 
 def test_a_wait_on_files_is_won_back_whole_and_computing_as_far_as_the_cores_go():
-    assert _winnable(wait(0.070, cpu=0.002), cores=2) == pytest.approx((0.070, 0.069))
-    assert _winnable(wait(0.040, cpu=0.040), cores=2) == pytest.approx((0.040, 0.020))
-    assert _winnable(wait(0.040, cpu=0.040), cores=8) == pytest.approx((0.040, 0.035))
-    assert _winnable(wait(0.040, cpu=0.040), cores=1) == pytest.approx((0.040, 0.0))
+    assert winnable(wait(0.070, cpu=0.002), cores=2) == pytest.approx((0.070, 0.069))
+    assert winnable(wait(0.040, cpu=0.040), cores=2) == pytest.approx((0.040, 0.020))
+    assert winnable(wait(0.040, cpu=0.040), cores=8) == pytest.approx((0.040, 0.035))
+    assert winnable(wait(0.040, cpu=0.040), cores=1) == pytest.approx((0.040, 0.0))
 
 
 def test_a_busy_machine_is_taken_off_the_wait_and_a_partner_threads_spinning_too():
     # Queued 90 of 150 ms; 60 ms of CPU, a partner thread queued 60% of the wait: the
     # thread spun for it, so 24 ms of computing.
-    assert _winnable(wait(0.150, queued=0.090, cpu=0.060, others=0.090), cores=2) == \
+    assert winnable(wait(0.150, queued=0.090, cpu=0.060, others=0.090), cores=2) == \
         pytest.approx((0.024, 0.012))
     # Single-threaded work beside the same load: its CPU time is its own.
-    assert _winnable(wait(0.300, queued=0.150, cpu=0.145), cores=2)[0] == pytest.approx(0.150)
+    assert winnable(wait(0.300, queued=0.150, cpu=0.145), cores=2)[0] == pytest.approx(0.150)
 
 
 def test_the_other_threads_queued_time_is_read_by_thread():

@@ -28,7 +28,7 @@ class _Loader:
         # The last WINDOW of each, appended in place (a new list per batch costs more).
         self.waits: deque[float] = deque(maxlen=DataBottleneckProbe.WINDOW)
         self.works: deque[float] = deque(maxlen=DataBottleneckProbe.WINDOW)
-        self.wins: deque[float] = deque(maxlen=DataBottleneckProbe.WINDOW)  # see _winnable
+        self.wins: deque[float] = deque(maxlen=DataBottleneckProbe.WINDOW)  # see winnable
         self.last = self.last_cpu = self.last_queued = 0.0
         self.steps = -1  # the optimizer steps at the last batch
         self.seen = 0  # batches seen
@@ -65,7 +65,7 @@ class DataBottleneckProbe:
     steps (a busy machine, a collection, a checkpoint) move them little. Both timings
     are taken less the time the thread sat queued for a CPU where Linux says it
     (:mod:`~trainwell.doctor.clock`): a busy machine must not make a loop look
-    data-bound (see :func:`_winnable`). A short wait is never worth a warning, whatever
+    data-bound (see :func:`winnable`). A short wait is never worth a warning, whatever
     its share, nor a run in which workers would win back less than ``MIN_LOST_S`` in all
     (the winnable part of the wait per batch times the batches timed): they cost about
     that to start. The finding points where the fix goes: the ``DataLoader(...)`` call
@@ -119,7 +119,7 @@ class DataBottleneckProbe:
             # Unknown: the work's wall time, unless the thread used less CPU than that
             # (a busy machine slows the computing, not the waiting on files).
             work = min(work, cpu - last_cpu - event.wait_cpu_s)
-        wait, win = _winnable(event, self.cores)
+        wait, win = winnable(event, self.cores)
         st.waits.append(wait)
         st.wins.append(win)
         st.works.append(max(work, 0.0))
@@ -156,7 +156,7 @@ class DataBottleneckProbe:
         doc.add(_bottleneck(st, share, wait, site, per_step, loader_site))
 
 
-def _winnable(event: BatchEvent, cores: int) -> tuple[float, float]:
+def winnable(event: BatchEvent, cores: int) -> tuple[float, float]:
     """The wait for ``next()`` as it would be on an idle machine, and the part of it that
     workers would win back on this one.
 
@@ -170,6 +170,11 @@ def _winnable(event: BatchEvent, cores: int) -> tuple[float, float]:
     of the wait), PIL resizing 131 / 145 / 137 ms, numpy FFTs 85 / 97 / 89 ms (5-8%).
     Workers win back all of the rest, but computing only as far as it spreads over the
     cores: on 2 cores, half of it.
+
+    Example:
+        >>> e = BatchEvent(None, None, 0.040, 2, wait_cpu_s=0.040)  # 40 ms computing
+        >>> winnable(e, cores=2)  # the wait, and what 2 cores' workers win back
+        (0.04, 0.02)
     """
     wall = max(event.wait_s - event.wait_queued_s, 0.0)
     computing = min(event.wait_cpu_s, wall)
