@@ -34,10 +34,16 @@ def queued() -> float:
         _FDS[tid] = fd
     if fd < 0:
         return 0.0
-    try:  # one read at offset 0 (a few microseconds): the file is made anew each time
-        return int(os.pread(fd, 64, 0).split()[1]) * 1e-9
+    try:
+        return _queued_in(fd)
     except (OSError, ValueError, IndexError):  # the thread's file went away
         return 0.0
+
+
+def _queued_in(fd: int) -> float:
+    """The queued seconds a thread's open schedstat file says (its second field, in ns)."""
+    # One read at offset 0 (a few microseconds): the file is made anew each time.
+    return int(os.pread(fd, 64, 0).split()[1]) * 1e-9
 
 
 _OTHERS: dict[str, int] = {}  # another thread's id (in /proc/self/task) -> its file
@@ -66,7 +72,7 @@ def others_queued() -> dict[str, float]:
         try:
             if fd is None:
                 fd = _OTHERS[name] = os.open(f"/proc/self/task/{name}/schedstat", os.O_RDONLY)
-            out[name] = int(os.pread(fd, 64, 0).split()[1]) * 1e-9
+            out[name] = _queued_in(fd)
         except (OSError, ValueError, IndexError):  # the thread ended meanwhile
             continue
     for name in [n for n in _OTHERS if n not in out]:  # ended threads: close their files

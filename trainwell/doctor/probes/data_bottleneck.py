@@ -153,7 +153,7 @@ class DataBottleneckProbe:
         if site is None:
             return
         self.reported.add(key)
-        doc.add(_bottleneck(st, share, wait, site, per_step, loader_site))
+        doc.add(_bottleneck(st, share, wait, site, per_step, loader_site, self.cores))
 
 
 def winnable(event: BatchEvent, cores: int) -> tuple[float, float]:
@@ -198,9 +198,8 @@ def _getitem_site(kind: type | None) -> Site | None:
     return Site(code.co_filename, code.co_firstlineno)
 
 
-def _fixes(settings: dict[str, Any], per_step: bool) -> list[str]:
+def _fixes(settings: dict[str, Any], per_step: bool, cores: int) -> list[str]:
     workers = settings["num_workers"]
-    cores = usable_cores() or os.cpu_count() or 1
     changes = []
     if per_step:
         changes.append("make the iterator once (it = iter(loader)) and call next(it) each "
@@ -222,7 +221,7 @@ def _fixes(settings: dict[str, Any], per_step: bool) -> list[str]:
 
 def _bottleneck(
     st: _Loader, share: float, wait: float, site: Site, per_step: bool,
-    loader_site: Site | None,
+    loader_site: Site | None, cores: int,
 ) -> Finding:  # fmt: skip
     settings = st.settings
     workers = settings["num_workers"]
@@ -243,7 +242,7 @@ def _bottleneck(
         + ("; every batch comes from a new iterator" if per_step else ""),
         why="the model sits idle while batches are prepared: training runs at the speed of "
         "the data pipeline",
-        fix="; ".join(_fixes(settings, per_step)),
+        fix="; ".join(_fixes(settings, per_step, cores)),
         related=related,
         evidence={"wait_share": round(share, 3), "wait_ms": round(wait * 1000, 2),
                   "new_iterator_each_batch": per_step, **settings},  # fmt: skip
